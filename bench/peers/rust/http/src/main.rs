@@ -1,1 +1,77 @@
-fn main() {}
+//! http suite, competitor `tokio-hyper`: hyper 1.x HTTP/1.1 server (hyper-util's TokioIo),
+//! one tokio task per connection, keep-alive, answering every request with
+//! `200 OK`, `Content-Type: text/plain`, `Hello, World!`.
+//!
+//! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (tokio worker threads).
+//! `--single current|multi` picks the runtime for WORKERS=1: a current_thread runtime
+//! (everything on the main thread) or a multi_thread runtime with one worker.
+//! SIGTERM's default action ends the process.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+static BODY: &[u8] = b"Hello, World!";
+
+async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut res = Response::new(Full::new(Bytes::from_static(BODY)));
+    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(res)
+}
+
+async fn serve(addr: SocketAddr) {
+    let listener = TcpListener::bind(addr).await.expect("bind");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("accept: {e}");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service_fn(hello))
+                .await;
+        });
+    }
+}
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let mut single = String::from("current");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--single" => single = args.next().expect("--single current|multi"),
+            _ => {
+                eprintln!("usage: http-peer [--single current|multi]  (env PORT, WORKERS)");
+                std::process::exit(2);
+            }
+        }
+    }
+    let port = env_num("PORT", 8080) as u16;
+    let workers = env_num("WORKERS", 1).max(1);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let rt = if workers == 1 && single == "current" {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()
+    }
+    .expect("runtime");
+    // The accept loop is a spawned task, so that it runs on a worker thread in both flavors.
+    rt.block_on(async move { tokio::spawn(serve(addr)).await.unwrap() });
+}

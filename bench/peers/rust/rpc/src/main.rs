@@ -1,1 +1,541 @@
-fn main() {}
+//! The tournament's Rust rpc peer: the `Bench` service of `bench/peers/proto/bench.proto`
+//! served by tonic and called by tonic's generated client over one of several transports.
+//!
+//! ```text
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp [--runtime multi|current]
+//!          [--quick] [--case NAME]
+//! ```
+//!
+//! * `tonic-direct`: `BenchClient::new(BenchServer::new(Echo))`. The client's `GrpcService`
+//!   is the server's `tower::Service` itself: messages are still encoded to gRPC frames and
+//!   decoded again, but there is no HTTP/2, no connection, no task in between.
+//! * `tonic-duplex`: a tonic `Server` on one end of a `tokio::io::duplex` pipe, a
+//!   `tonic::transport::Channel` on the other (HTTP/2 in memory).
+//! * `tonic-tcp`: a tonic `Server` on `127.0.0.1:0`, a `Channel` over loopback.
+//!
+//! Every competitor runs the same client code, [`run_suite`], which is generic over the
+//! client's transport. To benchmark another in-process channel (spindle-grpc), build a
+//! `BenchClient` on it in [`main`] and hand it to `run_suite`; see [`Transport`].
+//!
+//! Output: one JSON line per measurement (bench/peers/README.md). Throughput cases calibrate
+//! their op count from a warm-up, time exactly N ops, then run a shorter pass with the
+//! counting allocator switched on for `bytes_per_op` and `allocs_per_op` (so the counter's
+//! atomics never slow the timed pass). Allocations are counted process wide: client, server
+//! and runtime alike, as Go's runtime.MemStats counts them.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio_stream::Stream;
+use tonic::client::GrpcService;
+use tonic::codegen::{Body as HttpBody, StdError};
+use tonic::{Request, Response, Status};
+
+pub mod pb {
+    tonic::include_proto!("spindle.bench");
+}
+
+use pb::bench_client::BenchClient;
+use pb::bench_server::{Bench, BenchServer};
+use pb::{Payload, StreamRequest};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Result<T, E = BoxError> = std::result::Result<T, E>;
+
+// ---------------------------------------------------------------------------------------
+// Allocation counting.
+
+/// The system allocator, counting allocations and requested bytes while [`COUNTING`] is on.
+/// A `realloc` counts as one allocation of its new size (what a copying grow costs, and
+/// what Go counts when append grows a slice).
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+#[inline]
+fn count(size: usize) {
+    if COUNTING.load(Relaxed) {
+        ALLOCS.fetch_add(1, Relaxed);
+        BYTES.fetch_add(size as u64, Relaxed);
+    }
+}
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Runs `f` with allocation counting on; returns its result and (allocations, bytes).
+async fn counting<F: Future>(f: F) -> (F::Output, u64, u64) {
+    let (a0, b0) = (ALLOCS.load(Relaxed), BYTES.load(Relaxed));
+    COUNTING.store(true, Relaxed);
+    let out = f.await;
+    COUNTING.store(false, Relaxed);
+    (out, ALLOCS.load(Relaxed) - a0, BYTES.load(Relaxed) - b0)
+}
+
+// ---------------------------------------------------------------------------------------
+// The service.
+
+/// The Bench service: echoes, streams `count` messages of `size` bytes, echoes a stream.
+#[derive(Clone, Copy, Default)]
+struct Echo;
+
+type PayloadStream = Pin<Box<dyn Stream<Item = Result<Payload, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Bench for Echo {
+    async fn unary(&self, request: Request<Payload>) -> Result<Response<Payload>, Status> {
+        Ok(Response::new(request.into_inner()))
+    }
+
+    type ServerStreamStream = PayloadStream;
+
+    async fn server_stream(
+        &self,
+        request: Request<StreamRequest>,
+    ) -> Result<Response<PayloadStream>, Status> {
+        let StreamRequest { count, size } = request.into_inner();
+        // One buffer per call, shared by its messages (a refcount per message), as the Go
+        // peer sends one message again and again.
+        let data = Bytes::from(vec![0u8; size as usize]);
+        let stream = tokio_stream::iter(0..count).map(move |_| Ok(Payload { data: data.clone() }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type BidiStream = PayloadStream;
+
+    async fn bidi(
+        &self,
+        request: Request<tonic::Streaming<Payload>>,
+    ) -> Result<Response<PayloadStream>, Status> {
+        // The inbound stream is already a stream of Result<Payload, Status>: answering with it
+        // echoes every message as it is decoded, without a task or a channel in between.
+        Ok(Response::new(Box::pin(request.into_inner())))
+    }
+}
+
+use tokio_stream::StreamExt as _;
+
+// ---------------------------------------------------------------------------------------
+// The transport seam.
+
+/// What [`run_suite`] needs of a client transport: tonic's [`GrpcService`] (any
+/// `tower::Service<http::Request<tonic::body::Body>>` answering `http::Response<B>`), cheap to
+/// clone, usable from spawned tasks.
+///
+/// Every competitor is one such service: `BenchServer<Echo>` itself (tonic-direct) or
+/// `tonic::transport::Channel` (tonic-duplex, tonic-tcp). spindle's in-process channel joins
+/// by being one too; in [`main`] it takes one match arm:
+///
+/// ```ignore
+/// "spindle-grpc" => {
+///     let channel = spindle_grpc::Channel::new().with_service(BenchServer::new(Echo));
+///     run_suite(BenchClient::new(channel), cfg, out).await
+/// }
+/// ```
+/// (the constructor being whatever spindle-grpc's API turns out to be), plus the dependency
+/// in Cargo.toml and a competitor in rpc.peer.toml.
+trait Transport:
+    GrpcService<
+        tonic::body::Body,
+        Error: Into<StdError> + Send,
+        Future: Send,
+        ResponseBody: HttpBody<Data = Bytes, Error: Into<StdError> + Send> + Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Transport for T where
+    T: GrpcService<
+            tonic::body::Body,
+            Error: Into<StdError> + Send,
+            Future: Send,
+            ResponseBody: HttpBody<Data = Bytes, Error: Into<StdError> + Send> + Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// tonic-direct: the generated client on the generated server, no transport at all.
+fn tonic_direct() -> BenchClient<BenchServer<Echo>> {
+    BenchClient::new(BenchServer::new(Echo))
+}
+
+/// The duplex pipe's buffer, each way. Larger than the largest HTTP/2 frame tonic sends by
+/// default (16 KiB) so that a frame never waits on the pipe.
+const DUPLEX_BUFFER: usize = 256 * 1024;
+
+/// tonic-duplex: a tonic server and a Channel joined by an in-memory byte pipe.
+async fn tonic_duplex() -> Result<BenchClient<tonic::transport::Channel>> {
+    use hyper_util::rt::TokioIo;
+    use tonic::transport::{Endpoint, Server, Uri};
+
+    let (client_io, server_io) = tokio::io::duplex(DUPLEX_BUFFER);
+    tokio::spawn(
+        Server::builder()
+            .add_service(BenchServer::new(Echo))
+            .serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server_io))),
+    );
+    let mut client_io = Some(client_io);
+    // The URI is never resolved: the connector hands over the pipe's other end, once.
+    let channel = Endpoint::from_static("http://in-memory.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let io = client_io.take();
+            async move {
+                io.map(TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("the duplex pipe is already connected"))
+            }
+        }))
+        .await?;
+    Ok(BenchClient::new(channel))
+}
+
+/// tonic-tcp: a tonic server on 127.0.0.1:0, a Channel over loopback (TCP_NODELAY both ways).
+async fn tonic_tcp() -> Result<BenchClient<tonic::transport::Channel>> {
+    use tonic::transport::server::TcpIncoming;
+    use tonic::transport::{Endpoint, Server};
+
+    let incoming = TcpIncoming::bind("127.0.0.1:0".parse()?)?.with_nodelay(Some(true));
+    let addr = incoming.local_addr()?;
+    tokio::spawn(
+        Server::builder()
+            .add_service(BenchServer::new(Echo))
+            .serve_with_incoming(incoming),
+    );
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .connect()
+        .await?;
+    Ok(BenchClient::new(channel))
+}
+
+// ---------------------------------------------------------------------------------------
+// Measurement.
+
+#[derive(Clone, Copy)]
+struct Config {
+    /// Measured time per throughput case.
+    target: Duration,
+    /// Warm-up (and calibration) time per case.
+    warmup: Duration,
+    /// At least this many measured ops.
+    min_ops: u64,
+    /// Latency case: callers, and calls per caller.
+    lat_tasks: usize,
+    lat_calls: usize,
+}
+
+struct Out {
+    competitor: String,
+    only: Option<String>,
+}
+
+impl Out {
+    fn emit(&self, case: &str, metric: &str, value: f64, unit: &str) {
+        let value = if value.is_finite() { value } else { 0.0 };
+        println!(
+            r#"{{"suite":"rpc","case":"{case}","competitor":"{}","metric":"{metric}","value":{value},"unit":"{unit}"}}"#,
+            self.competitor
+        );
+    }
+
+    fn wants(&self, case: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == case)
+    }
+}
+
+fn round_up(n: u64, g: u64) -> u64 {
+    n.div_ceil(g) * g
+}
+
+/// Warms up for `cfg.warmup` (doubling batches), sizes N for `cfg.target` from the warm-up's
+/// rate, times exactly N ops, then counts allocations over a pass of N/10 ops. `run(n)`
+/// performs n ops in all, over `g` callers.
+async fn measure<F, Fut>(cfg: Config, out: &Out, case: &str, g: u64, mut run: F) -> Result<()>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let (mut n, mut done, mut spent) = (g, 0u64, Duration::ZERO);
+    while spent < cfg.warmup {
+        let start = Instant::now();
+        run(n).await.map_err(|e| format!("{case} warm-up: {e}"))?;
+        spent += start.elapsed();
+        done += n;
+        n *= 2;
+    }
+    let per_op = spent.as_secs_f64() / done as f64;
+    let n = round_up(cfg.min_ops.max((cfg.target.as_secs_f64() / per_op) as u64), g);
+
+    let start = Instant::now();
+    run(n).await.map_err(|e| format!("{case}: {e}"))?;
+    let elapsed = start.elapsed();
+
+    let m = round_up(cfg.min_ops.max(n / 10), g);
+    let (result, allocs, bytes) = counting(run(m)).await;
+    result.map_err(|e| format!("{case} (counting pass): {e}"))?;
+
+    out.emit(case, "ns_per_op", elapsed.as_nanos() as f64 / n as f64, "ns");
+    out.emit(case, "bytes_per_op", bytes as f64 / m as f64, "bytes");
+    out.emit(case, "allocs_per_op", allocs as f64 / m as f64, "allocs");
+    eprintln!("# {case}: {n} ops in {elapsed:?}");
+    Ok(())
+}
+
+fn payload(size: usize) -> Bytes {
+    (0..size).map(|i| i as u8).collect::<Vec<u8>>().into()
+}
+
+/// `count` unary echoes of `data` in a row.
+async fn unary_loop<T: Transport>(mut client: BenchClient<T>, data: Bytes, count: u64) -> Result<()> {
+    for _ in 0..count {
+        let resp = client.unary(Payload { data: data.clone() }).await?.into_inner();
+        if resp.data.len() != data.len() {
+            return Err(format!("echo of {} bytes came back with {}", data.len(), resp.data.len()).into());
+        }
+    }
+    Ok(())
+}
+
+/// `n` unary echoes in all, by `g` concurrent tasks (g == 1: in the calling task).
+async fn unary_calls<T: Transport>(client: &BenchClient<T>, data: &Bytes, n: u64, g: u64) -> Result<()> {
+    if g == 1 {
+        return unary_loop(client.clone(), data.clone(), n).await;
+    }
+    let tasks: Vec<_> = (0..g)
+        .map(|i| {
+            let count = n / g + u64::from(i < n % g);
+            tokio::spawn(unary_loop(client.clone(), data.clone(), count))
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
+
+async fn server_stream_calls<T: Transport>(client: &BenchClient<T>, n: u64, count: u32, size: u32) -> Result<()> {
+    let mut client = client.clone();
+    for _ in 0..n {
+        let mut stream = client.server_stream(StreamRequest { count, size }).await?.into_inner();
+        let mut got = 0;
+        while let Some(msg) = stream.message().await? {
+            if msg.data.len() != size as usize {
+                return Err(format!("stream message of {} bytes, want {size}", msg.data.len()).into());
+            }
+            got += 1;
+        }
+        if got != count {
+            return Err(format!("stream gave {got} messages, want {count}").into());
+        }
+    }
+    Ok(())
+}
+
+async fn bidi_echo<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) -> Result<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Payload>(1);
+    let responses = client
+        .clone()
+        .bidi(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let data = payload(32);
+    // measure() takes an FnMut whose futures may not borrow it mutably; the lock is taken once
+    // per batch, never per op.
+    let shared = tokio::sync::Mutex::new(responses);
+    measure(cfg, out, "bidi_echo", 1, |n| {
+        let (tx, data, shared) = (&tx, &data, &shared);
+        async move {
+            let mut responses = shared.lock().await;
+            for _ in 0..n {
+                tx.send(Payload { data: data.clone() }).await.map_err(|_| "bidi request stream closed")?;
+                let echo = responses.message().await?.ok_or("bidi response stream ended")?;
+                if echo.data.len() != data.len() {
+                    return Err(format!("bidi echo of {} bytes", echo.data.len()).into());
+                }
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    drop(tx);
+    let mut responses = shared.into_inner();
+    match responses.message().await? {
+        None => Ok(()),
+        Some(_) => Err("bidi: an echo too many".into()),
+    }
+}
+
+async fn latency<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) -> Result<()> {
+    let (tasks, calls) = (cfg.lat_tasks, cfg.lat_calls);
+    let data = payload(32);
+    let warm = (tasks * calls / 10 + tasks) as u64;
+    unary_calls(client, &data, warm, tasks as u64).await.map_err(|e| format!("latency warm-up: {e}"))?;
+
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (mut client, data) = (client.clone(), data.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let start = Instant::now();
+                    client.unary(Payload { data: data.clone() }).await?;
+                    lat.push(start.elapsed());
+                }
+                Ok::<_, Status>(lat)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(tasks * calls);
+    for handle in handles {
+        all.extend(handle.await??);
+    }
+    all.sort_unstable();
+    for p in [50, 90, 95, 99] {
+        // Nearest rank: the smallest latency with at least p% of the calls at or below it.
+        let rank = (p as f64 / 100.0 * all.len() as f64).ceil() as usize - 1;
+        let us = all[rank].as_nanos() as f64 / 1e3;
+        out.emit("latency", &format!("p{p}_us"), (us * 1000.0).round() / 1000.0, "us");
+    }
+    Ok(())
+}
+
+/// The whole suite, on any transport.
+async fn run_suite<T: Transport>(client: BenchClient<T>, cfg: Config, out: &Out) -> Result<()> {
+    for (case, size) in [
+        ("unary_32", 32),
+        ("unary_64", 64),
+        ("unary_1k", 1 << 10),
+        ("unary_10k", 10 << 10),
+        ("unary_100k", 100 << 10),
+        ("unary_1m", 1 << 20),
+    ] {
+        if out.wants(case) {
+            let data = payload(size);
+            measure(cfg, out, case, 1, |n| unary_calls(&client, &data, n, 1)).await?;
+        }
+    }
+    if out.wants("server_stream_100x32") {
+        measure(cfg, out, "server_stream_100x32", 1, |n| server_stream_calls(&client, n, 100, 32)).await?;
+    }
+    if out.wants("bidi_echo") {
+        bidi_echo(cfg, out, &client).await?;
+    }
+    for g in [10, 50, 100] {
+        let case = format!("concurrent_{g}");
+        if out.wants(&case) {
+            let data = payload(32);
+            measure(cfg, out, &case, g, |n| unary_calls(&client, &data, n, g)).await?;
+        }
+    }
+    if out.wants("latency") {
+        latency(cfg, out, &client).await?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+
+const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp \
+                     [--runtime multi|current] [--quick] [--case NAME]";
+
+const CASES: &[&str] = &[
+    "unary_32", "unary_64", "unary_1k", "unary_10k", "unary_100k", "unary_1m",
+    "server_stream_100x32", "bidi_echo", "concurrent_10", "concurrent_50", "concurrent_100", "latency",
+];
+
+fn main() {
+    let mut competitor = None;
+    let mut runtime = String::from("multi");
+    let mut quick = false;
+    let mut only = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--competitor" => competitor = args.next(),
+            "--runtime" => runtime = args.next().unwrap_or_default(),
+            "--quick" => quick = true,
+            "--case" => only = args.next(),
+            _ => {
+                eprintln!("unknown argument {arg:?}\n{USAGE}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let Some(competitor) = competitor else {
+        eprintln!("{USAGE}");
+        std::process::exit(2);
+    };
+    if let Some(case) = &only {
+        if !CASES.contains(&case.as_str()) {
+            eprintln!("unknown case {case:?}; cases: {}", CASES.join(" "));
+            std::process::exit(2);
+        }
+    }
+    let cfg = if quick {
+        Config { target: Duration::from_millis(30), warmup: Duration::from_millis(10), min_ops: 5, lat_tasks: 10, lat_calls: 200 }
+    } else {
+        Config { target: Duration::from_secs(1), warmup: Duration::from_millis(200), min_ops: 20, lat_tasks: 10, lat_calls: 5000 }
+    };
+    let rt = match runtime.as_str() {
+        "multi" => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+        "current" => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        _ => {
+            eprintln!("unknown runtime {runtime:?}\n{USAGE}");
+            std::process::exit(2);
+        }
+    }
+    .expect("tokio runtime");
+    eprintln!(
+        "# rpc-peer: competitor={competitor} runtime={runtime} cores={}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let out = Out { competitor: competitor.clone(), only };
+    // The suite runs as a task, as callers in a tokio program do (on a worker thread of the
+    // multi-thread runtime, not on the thread blocked in block_on).
+    let result = rt.block_on(async move {
+        let suite = tokio::spawn(async move {
+            match competitor.as_str() {
+                "tonic-direct" => run_suite(tonic_direct(), cfg, &out).await,
+                "tonic-duplex" => run_suite(tonic_duplex().await?, cfg, &out).await,
+                "tonic-tcp" => run_suite(tonic_tcp().await?, cfg, &out).await,
+                // "spindle-grpc" => ... (see `Transport`)
+                other => Err(format!("unknown competitor {other:?}\n{USAGE}").into()),
+            }
+        });
+        suite.await?
+    });
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,3 @@
+module spindle.bench/fibers
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module httppeer
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module tcppeer
+
+go 1.26.0

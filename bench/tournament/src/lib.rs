@@ -1,0 +1,43 @@
+//! The spindle tournament: builds and runs benchmark programs for spindle and its peers
+//! (Go, Ruby, Crystal, Python, Node, tokio, C) side by side on this machine, and writes
+//! `results.jsonl`, `REPORT.md` and SVG charts.
+//!
+//! How the pieces fit, in the order data flows:
+//!
+//! - [`cli`]: flags → [`Config`];
+//! - [`manifest`]: `bench/peers/<lang>/<suite>.peer.toml` → [`manifest::Manifest`];
+//! - [`setup`]: tools (apt), setup, build and version of each manifest;
+//! - [`run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
+//!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite);
+//! - [`aggregate`]: runs → median/min/max rows, the `results.jsonl` schema;
+//! - [`report`], [`tables`], [`summary`], [`charts`], [`machine`]: the report;
+//! - [`driver`]: all of the above, suite by suite.
+//!
+//! The schema (suites, cases, metrics, expected competitors) lives in [`suites`].
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
+
+pub mod aggregate;
+pub mod charts;
+pub mod cli;
+pub mod driver;
+pub mod http;
+pub mod machine;
+pub mod manifest;
+pub mod markdown;
+pub mod proc;
+pub mod procfs;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod setup;
+pub mod suites;
+pub mod summary;
+pub mod sys;
+pub mod tables;
+pub mod ui;
+pub mod wrk;
+
+pub use cli::Args;
+pub use driver::{run, Config, Outcome};

@@ -1,0 +1,220 @@
+//! Tests of the report: dates, well-formed tables, missing rows, and ratio phrasing.
+
+use super::*;
+use crate::markdown::split_row;
+
+fn row(suite: Suite, case: &str, comp: &str, metric: &str, value: f64) -> Aggregate {
+    Aggregate {
+        suite: suite.name().into(),
+        case: case.into(),
+        competitor: comp.into(),
+        metric: metric.into(),
+        value,
+        unit: crate::suites::default_unit(metric).into(),
+        runs: 3,
+        min: value * 0.9,
+        max: value * 1.1,
+    }
+}
+
+fn ran(name: &str) -> Entry {
+    Entry {
+        name: name.into(),
+        language: "Lang".into(),
+        notes: "built | run".into(),
+        status: Status::Ran { ok: 3, planned: 3, problems: Vec::new() },
+        skipped: Vec::new(),
+    }
+}
+
+fn missing(name: &str) -> Entry {
+    Entry {
+        name: name.into(),
+        language: String::new(),
+        notes: String::new(),
+        status: Status::Missing("no peer program yet (no manifest names it)".into()),
+        skipped: Vec::new(),
+    }
+}
+
+/// Rows for every (case, metric) of `suite` for each competitor, `scale` apart.
+fn full_rows(suite: Suite, comps: &[(&str, f64)]) -> Vec<Aggregate> {
+    let mut rows = Vec::new();
+    for case in suite.cases() {
+        for metric in case.metrics {
+            for (comp, scale) in comps {
+                rows.push(row(suite, case.name, comp, metric, 10.0 * scale));
+            }
+        }
+    }
+    rows
+}
+
+fn input(suites: Vec<SuiteReport>) -> ReportInput {
+    ReportInput {
+        date: utc(0),
+        command: "tournament --quick".into(),
+        quick: true,
+        runs: 3,
+        warmup: false,
+        http: HttpSettings::new(true),
+        machine: Machine {
+            cores: 2,
+            cpuinfo_processors: 2,
+            cpu_model: "Test CPU".into(),
+            memory: "1.0 GiB".into(),
+            kernel: "Linux 6.1".into(),
+            rustc: "rustc 1.95.0".into(),
+        },
+        toolchains: vec![Toolchain {
+            language: "Go".into(),
+            suite: Suite::Fibers,
+            version: "go version go1.26".into(),
+        }],
+        wrk: Some("wrk 4.1.0".into()),
+        manifest_errors: Vec::new(),
+        suites,
+    }
+}
+
+fn suite_report(suite: Suite, rows: Vec<Aggregate>, entries: Vec<Entry>) -> SuiteReport {
+    SuiteReport { suite, rows, entries, charts: Vec::new(), notes: Vec::new() }
+}
+
+/// Every table in `md`: its header cells and each row's cells.
+fn tables(md: &str) -> Vec<(Vec<String>, Vec<Vec<String>>)> {
+    let mut found = Vec::new();
+    let mut current: Option<(Vec<String>, Vec<Vec<String>>)> = None;
+    for line in md.lines() {
+        if line.starts_with('|') {
+            let cells = split_row(line);
+            match current.as_mut() {
+                None => current = Some((cells, Vec::new())),
+                Some((_, rows)) => rows.push(cells),
+            }
+        } else if let Some(table) = current.take() {
+            found.push(table);
+        }
+    }
+    found.extend(current);
+    found
+}
+
+fn all_suites() -> ReportInput {
+    let mut reports = Vec::new();
+    for suite in Suite::ALL {
+        let ours = suite.ours();
+        let peer = suite.expected()[1];
+        let rows = full_rows(suite, &[(ours, 1.0), (peer, 3.0)]);
+        let mut entries = vec![ran(ours), ran(peer)];
+        entries.extend(suite.expected()[2..].iter().map(|n| missing(n)));
+        reports.push(suite_report(suite, rows, entries));
+    }
+    input(reports)
+}
+
+#[test]
+fn utc_dates() {
+    assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+    assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+    assert_eq!(utc(1_700_000_000), "2023-11-14 22:13 UTC");
+}
+
+#[test]
+fn every_table_row_has_the_header_width() {
+    let md = render(&all_suites());
+    let found = tables(&md);
+    assert!(found.len() > 20, "only {} tables", found.len());
+    for (header, rows) in &found {
+        assert!(rows.len() >= 2, "table {header:?} has no body");
+        // Second line is the alignment rule.
+        assert!(rows[0].iter().all(|c| c == "---" || c == "---:"), "{:?}", rows[0]);
+        for r in rows {
+            assert_eq!(r.len(), header.len(), "row {r:?} under {header:?}");
+        }
+    }
+}
+
+#[test]
+fn missing_competitors_have_rows() {
+    let md = render(&all_suites());
+    for suite in Suite::ALL {
+        for name in &suite.expected()[2..] {
+            let line = format!("| {name} |  | no peer program yet (no manifest names it) |  |");
+            assert!(md.contains(&line), "no row for {name} in {suite}");
+        }
+    }
+}
+
+#[test]
+fn summary_says_spindle_is_ahead_in_the_right_direction() {
+    let md = render(&all_suites());
+    // Peers are 3× the values of spindle: 3× slower on time metrics (spindle ahead), but 3×
+    // the throughput on req/s and switches/s (spindle behind).
+    let summary = &md[md.find("## Summary").unwrap()..md.find("\n## fibers").unwrap()];
+    let fibers = tables(summary).into_iter().next().unwrap();
+    assert_eq!(fibers.0, ["Case", "Metric", "vs rust-thread"]);
+    let cell =
+        |metric: &str| fibers.1.iter().find(|r| r[1].starts_with(metric)).map(|r| r[2].clone()).unwrap();
+    assert_eq!(cell("us_per_switch ↓"), "**3.00×**");
+    assert_eq!(cell("switches_per_s ↑"), "0.33×");
+    assert_eq!(cell("geometric mean"), "**2.19×**");
+}
+
+#[test]
+fn suites_without_spindle_rows_say_so() {
+    let rows = full_rows(Suite::Tcp, &[("tokio", 1.0)]);
+    let mut entries = vec![missing("spindle"), ran("tokio")];
+    entries.push(Entry {
+        status: Status::CouldNotRun(Failure::new("build step `x` exited with status 1", "E1\nE2")),
+        ..ran("node")
+    });
+    let md = render(&input(vec![suite_report(Suite::Tcp, rows, entries)]));
+    assert!(md.contains("spindle has no results in the tcp suite yet (no peer program yet"));
+    assert!(md.contains("| node | Lang | could not run: build step `x` exited with status 1 |"));
+    // The failure's stderr tail is kept below the tables.
+    assert!(md.contains("### Failures"));
+    assert!(md.contains("  E2"));
+}
+
+#[test]
+fn entries_produce_failure_lines() {
+    let mut report = suite_report(Suite::Fibers, Vec::new(), vec![ran("spindle"), missing("tokio")]);
+    report.entries.push(Entry {
+        status: Status::Ran {
+            ok: 1,
+            planned: 3,
+            problems: vec![Failure::new("run 2 of 3: exited with status 1", "boom")],
+        },
+        ..ran("ruby-fiber")
+    });
+    let lines = report.failure_lines();
+    let errors: Vec<(&str, &str)> = lines.iter().map(|l| (l.competitor.as_str(), l.error.as_str())).collect();
+    assert_eq!(
+        errors,
+        [
+            ("tokio", "no peer program yet (no manifest names it)"),
+            ("ruby-fiber", "run 2 of 3: exited with status 1; stderr: boom"),
+        ]
+    );
+    assert!(report.entries[2].failed());
+    assert!(!report.entries[1].failed());
+    assert_eq!(report.entries[2].status_text(), "ran 1 of 3 runs; run 2 of 3: exited with status 1");
+}
+
+#[test]
+fn header_and_machine_are_reported() {
+    let md = render(&all_suites());
+    for text in [
+        "- **Date:** 1970-01-01 00:00 UTC",
+        "`tournament --quick`",
+        "quick",
+        "| CPU | Test CPU |",
+        "| Kernel | Linux 6.1 |",
+        "| Go | fibers | go version go1.26 |",
+        "| wrk | wrk 4.1.0 |",
+        "built \\| run",
+    ] {
+        assert!(md.contains(text), "missing {text}");
+    }
+}

@@ -1,0 +1,420 @@
+//! The per-suite result tables, in the shapes of the reference reports (seeds 000–003).
+//!
+//! Rows are competitors (the seeds' rows were versions or implementations); every measured
+//! cell is `median (min–max)`, and each table has a "vs spindle" column with the same ratio
+//! as the summary (`> 1×`: spindle is ahead of that row). A table with no measured row is
+//! replaced by a line saying so, never dropped.
+
+use crate::aggregate::Aggregate;
+use crate::markdown::{num, ratio, spread, Table};
+use crate::report::Entry;
+use crate::suites::{advantage, better, Suite};
+
+/// The rows of one suite, with lookups.
+pub struct View<'a> {
+    /// The suite.
+    pub suite: Suite,
+    /// Its aggregated rows.
+    pub rows: &'a [Aggregate],
+    /// Its competitors, in report order (spindle's first).
+    pub entries: &'a [Entry],
+}
+
+impl<'a> View<'a> {
+    /// The row of `(case, competitor, metric)`.
+    pub fn get(&self, case: &str, comp: &str, metric: &str) -> Option<&'a Aggregate> {
+        self.rows.iter().find(|r| r.case == case && r.competitor == comp && r.metric == metric)
+    }
+
+    /// The median of `(case, competitor, metric)`.
+    pub fn value(&self, case: &str, comp: &str, metric: &str) -> Option<f64> {
+        self.get(case, comp, metric).map(|r| r.value)
+    }
+
+    /// The competitor standing for spindle.
+    pub fn ours(&self) -> &'static str {
+        self.suite.ours()
+    }
+
+    /// Competitors with a row in any of `cases`, in report order.
+    pub fn competitors_for(&self, cases: &[&str]) -> Vec<&'a str> {
+        let mut names: Vec<&'a str> = Vec::new();
+        for entry in self.entries {
+            if self.rows.iter().any(|r| r.competitor == entry.name && cases.contains(&r.case.as_str())) {
+                names.push(&entry.name);
+            }
+        }
+        // Rows of a competitor without an entry still show (at the end).
+        for row in self.rows {
+            if cases.contains(&row.case.as_str()) && !names.contains(&row.competitor.as_str()) {
+                names.push(&row.competitor);
+            }
+        }
+        names
+    }
+
+    /// The language of a competitor's manifest.
+    pub fn language(&self, comp: &str) -> String {
+        self.entries.iter().find(|e| e.name == comp).map(|e| e.language.clone()).unwrap_or_default()
+    }
+
+    /// A competitor's name as shown: spindle's in bold.
+    pub fn display(&self, comp: &str) -> String {
+        if comp == self.ours() {
+            format!("**{comp}**")
+        } else {
+            comp.to_string()
+        }
+    }
+
+    /// `median (min–max)`, or `—` when not measured.
+    pub fn cell(&self, case: &str, comp: &str, metric: &str) -> String {
+        self.get(case, comp, metric).map(spread).unwrap_or_else(|| "—".into())
+    }
+
+    /// How far spindle is ahead of `comp` on one metric.
+    pub fn advantage(&self, case: &str, comp: &str, metric: &str) -> Option<f64> {
+        if comp == self.ours() {
+            return None;
+        }
+        advantage(self.value(case, self.ours(), metric)?, self.value(case, comp, metric)?, better(metric))
+    }
+
+    /// The "vs spindle" cell.
+    pub fn ratio_cell(&self, case: &str, comp: &str, metric: &str) -> String {
+        ratio(self.advantage(case, comp, metric))
+    }
+}
+
+fn heading(out: &mut String, title: &str) {
+    out.push_str(&format!("\n#### {title}\n\n"));
+}
+
+fn emit(out: &mut String, table: &Table, foot: &[&str]) {
+    if table.is_empty() {
+        out.push_str("_No measurements._\n");
+        return;
+    }
+    out.push_str(&table.render());
+    if !foot.is_empty() {
+        out.push('\n');
+        for line in foot {
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(num).unwrap_or_else(|| "—".into())
+}
+
+/// The tables of `view.suite`.
+pub fn render(view: &View) -> String {
+    match view.suite {
+        Suite::Fibers => fibers(view),
+        Suite::Tcp => tcp(view),
+        Suite::Http => http(view),
+        Suite::Rpc => rpc(view),
+    }
+}
+
+fn fibers(v: &View) -> String {
+    let mut out = String::new();
+    let vs = format!("vs {}", v.ours());
+    heading(&mut out, "Performance summary");
+    let mut t = Table::new(&["Competitor"], &["Alloc (µs/unit)", &vs, "Switch (µs)", &vs]);
+    for c in v.competitors_for(&["alloc", "switch"]) {
+        t.row(vec![
+            v.display(c),
+            v.cell("alloc", c, "us_per_unit"),
+            v.ratio_cell("alloc", c, "us_per_unit"),
+            v.cell("switch", c, "us_per_switch"),
+            v.ratio_cell("switch", c, "us_per_switch"),
+        ]);
+    }
+    emit(&mut out, &t, &["Allocation: time per fiber/thread/task created; switch: time per context switch."]);
+
+    heading(&mut out, "Context switching");
+    let mut t = Table::new(&["Competitor"], &["Switches/s", &vs]);
+    for c in v.competitors_for(&["switch"]) {
+        t.row(vec![
+            v.display(c),
+            v.cell("switch", c, "switches_per_s"),
+            v.ratio_cell("switch", c, "switches_per_s"),
+        ]);
+    }
+    emit(&mut out, &t, &[]);
+
+    heading(&mut out, "Memory per unit");
+    let mut t = Table::new(&["Competitor"], &["Bytes per unit", "MB per 10,000 units", &vs]);
+    for c in v.competitors_for(&["alloc"]) {
+        let per_10k = v.value("alloc", c, "bytes_per_unit").map(|b| b * 10_000.0 / (1024.0 * 1024.0));
+        t.row(vec![
+            v.display(c),
+            v.cell("alloc", c, "bytes_per_unit"),
+            opt(per_10k),
+            v.ratio_cell("alloc", c, "bytes_per_unit"),
+        ]);
+    }
+    emit(&mut out, &t, &["MB per 10,000 units is derived from the median bytes per unit."]);
+
+    heading(&mut out, "Cache warming");
+    let mut t =
+        Table::new(&["Competitor"], &["First alloc (µs)", "Last alloc (µs)", "Improvement (first ÷ last)"]);
+    for c in v.competitors_for(&["warm"]) {
+        let first = v.value("warm", c, "first_alloc_us");
+        let last = v.value("warm", c, "last_alloc_us");
+        let improvement = match (first, last) {
+            (Some(f), Some(l)) if l > 0.0 => format!("{:.1}×", f / l),
+            _ => "—".into(),
+        };
+        t.row(vec![
+            v.display(c),
+            v.cell("warm", c, "first_alloc_us"),
+            v.cell("warm", c, "last_alloc_us"),
+            improvement,
+        ]);
+    }
+    emit(
+        &mut out,
+        &t,
+        &["Allocation time from a cold start (first) and once caches and pools are warm (last)."],
+    );
+
+    heading(&mut out, "Throughput");
+    let mut t = Table::new(&["Competitor"], &["Total time (ms)", &vs]);
+    for c in v.competitors_for(&["throughput"]) {
+        t.row(vec![
+            v.display(c),
+            v.cell("throughput", c, "total_ms"),
+            v.ratio_cell("throughput", c, "total_ms"),
+        ]);
+    }
+    emit(&mut out, &t, &[]);
+    out
+}
+
+fn tcp_title(case: &str) -> &str {
+    match case {
+        "bind" => "bind(127.0.0.1:0)",
+        "bind_concurrent" => "Concurrent bind(127.0.0.1:0)",
+        "accept_connect" => "Accept + connect",
+        "pingpong" => "Ping-pong round trip",
+        other => other,
+    }
+}
+
+/// Competitors sorted by the median of one metric, best first; unmeasured last.
+fn ranked<'a>(v: &View<'a>, case: &str, metric: &str) -> Vec<&'a str> {
+    let mut names = v.competitors_for(&[case]);
+    let key = |c: &str| {
+        let value = v.value(case, c, metric).unwrap_or(f64::NAN);
+        match better(metric) {
+            crate::suites::Better::Lower => value,
+            crate::suites::Better::Higher => -value,
+        }
+    };
+    names.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    names
+}
+
+fn tcp(v: &View) -> String {
+    let mut out = String::new();
+    let vs = format!("vs {}", v.ours());
+    for case in ["bind", "bind_concurrent", "accept_connect", "pingpong"] {
+        heading(&mut out, tcp_title(case));
+        let mut t = Table::new(&["Competitor", "Language"], &["Per op (ns)", "Ops/s", &vs]);
+        for c in ranked(v, case, "ns_per_op") {
+            let ops = v.get(case, c, "ns_per_op").map(|r| {
+                let per_s = |ns: f64| if ns > 0.0 { 1e9 / ns } else { f64::NAN };
+                if r.runs > 1 && r.min != r.max {
+                    format!("{} ({}–{})", num(per_s(r.value)), num(per_s(r.max)), num(per_s(r.min)))
+                } else {
+                    num(per_s(r.value))
+                }
+            });
+            t.row(vec![
+                v.display(c),
+                v.language(c),
+                v.cell(case, c, "ns_per_op"),
+                ops.unwrap_or_else(|| "—".into()),
+                v.ratio_cell(case, c, "ns_per_op"),
+            ]);
+        }
+        emit(&mut out, &t, &[]);
+    }
+    heading(&mut out, "Memory per idle connection");
+    let mut t = Table::new(&["Competitor", "Language"], &["Bytes per connection", &vs]);
+    for c in ranked(v, "idle_conns", "bytes_per_conn") {
+        t.row(vec![
+            v.display(c),
+            v.language(c),
+            v.cell("idle_conns", c, "bytes_per_conn"),
+            v.ratio_cell("idle_conns", c, "bytes_per_conn"),
+        ]);
+    }
+    emit(&mut out, &t, &["Ops/s is 10⁹ ÷ ns per op (its spread from the slowest and fastest runs)."]);
+    out
+}
+
+/// Cores the server kept busy: CPU µs per request × requests per second.
+fn cores(v: &View, case: &str, comp: &str) -> Option<f64> {
+    Some(v.value(case, comp, "cpu_us_per_req")? * v.value(case, comp, "req_per_s")? / 1e6)
+}
+
+fn http(v: &View) -> String {
+    let mut out = String::new();
+    let vs = format!("vs {} (req/s)", v.ours());
+    for (case, title) in [
+        ("hello_1w", "1 worker (server pinned to CPU 0, wrk to CPU 1)"),
+        ("hello_2w", "2 workers (unpinned)"),
+    ] {
+        heading(&mut out, title);
+        let mut t = Table::new(
+            &["Competitor"],
+            &["Req/s", "Avg latency (µs)", "p99 (µs)", "CPU µs/req", "Server CPU (cores)", &vs],
+        );
+        for c in ranked(v, case, "req_per_s") {
+            t.row(vec![
+                v.display(c),
+                v.cell(case, c, "req_per_s"),
+                v.cell(case, c, "avg_us"),
+                v.cell(case, c, "p99_us"),
+                v.cell(case, c, "cpu_us_per_req"),
+                opt(cores(v, case, c)),
+                v.ratio_cell(case, c, "req_per_s"),
+            ]);
+        }
+        emit(&mut out, &t, &[]);
+    }
+    heading(&mut out, "Scaling from 1 to 2 workers");
+    let mut t = Table::new(
+        &["Competitor"],
+        &[
+            "Req/s 1w",
+            "Req/s 2w",
+            "Speed-up",
+            "Scaling efficiency",
+            "CPU 1w (cores)",
+            "CPU 2w (cores)",
+            "Speed-up ÷ CPU growth",
+        ],
+    );
+    for c in v.competitors_for(&["hello_1w", "hello_2w"]) {
+        let r1 = v.value("hello_1w", c, "req_per_s");
+        let r2 = v.value("hello_2w", c, "req_per_s");
+        let speedup = match (r1, r2) {
+            (Some(a), Some(b)) if a > 0.0 => Some(b / a),
+            _ => None,
+        };
+        let (c1, c2) = (cores(v, "hello_1w", c), cores(v, "hello_2w", c));
+        let per_cpu = match (speedup, c1, c2) {
+            (Some(s), Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(s / (b / a)),
+            _ => None,
+        };
+        let times = |x: Option<f64>| x.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "—".into());
+        t.row(vec![
+            v.display(c),
+            opt(r1),
+            opt(r2),
+            times(speedup),
+            speedup.map(|s| format!("{:.0}%", s / 2.0 * 100.0)).unwrap_or_else(|| "—".into()),
+            opt(c1),
+            opt(c2),
+            times(per_cpu),
+        ]);
+    }
+    emit(
+        &mut out,
+        &t,
+        &[
+            "Speed-up: req/s at 2 workers ÷ req/s at 1 worker; scaling efficiency: speed-up ÷ 2.",
+            "Server CPU (cores) = CPU µs per request × req/s; wrk shares the same 2 CPUs in the unpinned case.",
+            "Speed-up ÷ CPU growth below 1× means the extra CPU bought less than proportional throughput (seed 001).",
+        ],
+    );
+    out
+}
+
+fn rpc_op_table(v: &View, cases: &[(&str, &str)], first: &str) -> Table {
+    let vs = format!("vs {} (ns/op)", v.ours());
+    let left: Vec<&str> = if first.is_empty() { vec!["Competitor"] } else { vec![first, "Competitor"] };
+    let mut t = Table::new(&left, &["ns/op", "B/op", "allocs/op", &vs]);
+    for (case, label) in cases {
+        for c in v.competitors_for(&[case]) {
+            let mut row = Vec::new();
+            if !first.is_empty() {
+                row.push(label.to_string());
+            }
+            row.extend([
+                v.display(c),
+                v.cell(case, c, "ns_per_op"),
+                v.cell(case, c, "bytes_per_op"),
+                v.cell(case, c, "allocs_per_op"),
+                v.ratio_cell(case, c, "ns_per_op"),
+            ]);
+            t.row(row);
+        }
+    }
+    t
+}
+
+fn rpc(v: &View) -> String {
+    let mut out = String::new();
+    heading(&mut out, "Unary throughput (32-byte payload)");
+    emit(&mut out, &rpc_op_table(v, &[("unary_32", "")], ""), &[]);
+    heading(&mut out, "Unary large messages");
+    let sizes = [
+        ("unary_64", "64B"),
+        ("unary_1k", "1KB"),
+        ("unary_10k", "10KB"),
+        ("unary_100k", "100KB"),
+        ("unary_1m", "1MB"),
+    ];
+    emit(&mut out, &rpc_op_table(v, &sizes, "Size"), &[]);
+    heading(&mut out, "Server streaming (100 messages × 32 bytes)");
+    emit(&mut out, &rpc_op_table(v, &[("server_stream_100x32", "")], ""), &[]);
+    heading(&mut out, "Bidi streaming echo (send + receive per op)");
+    emit(&mut out, &rpc_op_table(v, &[("bidi_echo", "")], ""), &[]);
+    heading(&mut out, "Concurrent unary load");
+    let conc = [("concurrent_10", "10"), ("concurrent_50", "50"), ("concurrent_100", "100")];
+    emit(&mut out, &rpc_op_table(v, &conc, "Concurrency"), &[]);
+    heading(&mut out, "Latency percentiles");
+    let vs = format!("vs {} (p99)", v.ours());
+    let mut t = Table::new(&["Competitor"], &["p50 (µs)", "p90 (µs)", "p95 (µs)", "p99 (µs)", &vs]);
+    for c in v.competitors_for(&["latency"]) {
+        let mut row = vec![v.display(c)];
+        for p in ["p50_us", "p90_us", "p95_us", "p99_us"] {
+            row.push(v.cell("latency", c, p));
+        }
+        row.push(v.ratio_cell("latency", c, "p99_us"));
+        t.row(row);
+    }
+    emit(&mut out, &t, &[]);
+    out
+}
+
+/// Rows whose (case, metric) the schema does not know, so that nothing printed is lost.
+pub fn others(view: &View) -> String {
+    let mut t = Table::new(&["Case", "Competitor", "Metric"], &["Value", "Unit", "Runs"]);
+    for row in view.rows {
+        if !view.suite.knows(&row.case, &row.metric) {
+            t.row(vec![
+                row.case.clone(),
+                view.display(&row.competitor),
+                row.metric.clone(),
+                spread(row),
+                row.unit.clone(),
+                row.runs.to_string(),
+            ]);
+        }
+    }
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n#### Other measurements\n\nMeasurements outside the suite's schema, kept as printed.\n\n{}",
+            t.render()
+        )
+    }
+}

@@ -1,0 +1,266 @@
+//! The fiber control block: one allocation per fiber holding its header, its closure and,
+//! once it has run, its result.
+//!
+//! # Handles
+//!
+//! A `FiberCell<StageImpl<F, T>>` is allocated in an `Arc` and seen through two unsized views:
+//! [`FiberRef`] (`Arc<FiberCell<dyn Stage>>`), which the scheduler, the registry of started
+//! fibers and waiters hold, and `Arc<FiberCell<dyn Output<T>>>`, which the `JoinHandle`
+//! holds. The header sits at a fixed offset, so reaching it costs no virtual call.
+//!
+//! # Ground rules
+//!
+//! 1. *Owner-only fields* (`sp`, `stack`, `guard`, `cancel`, `slot`, and the stage before
+//!    completion) are touched only by the thread of the worker that runs the fiber, or by the
+//!    thread that creates the fiber before the fiber is published to any queue. A fiber never
+//!    migrates once started, so "the owner" is well defined from its first run on.
+//! 2. The *park state* (`park`) is the only field other threads write besides the join word:
+//!    `IDLE → PARKED` by the fiber itself, `PARKED → IDLE` by the one unparker that then owns
+//!    the duty to reschedule it, `IDLE → NOTIFIED` by an unparker of a fiber that is not
+//!    parked (a permit, as with `std::thread::park`), `NOTIFIED → IDLE` by the fiber.
+//! 3. The *join word* (`join`): the fiber writes its result, then sets `COMPLETE` (release).
+//!    A joiner stores its waiter in `join_waiter` only while `JOIN_WAITER` is clear and then
+//!    sets it; after that only the completer touches `join_waiter` (it takes and wakes it).
+//!    The result is read only after `COMPLETE` was observed (acquire), by the single joiner.
+
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+
+use super::stack::Stack;
+use crate::sched::worker::WorkerShared;
+use crate::sync::waiter::Waiter;
+
+/// A reference to a fiber as the scheduler sees it.
+pub(crate) type FiberRef = Arc<FiberCell<dyn Stage>>;
+
+/// Park state: running or runnable, no permit.
+pub(crate) const IDLE: u8 = 0;
+/// Park state: suspended in `park`, waiting for an unpark.
+pub(crate) const PARKED: u8 = 1;
+/// Park state: an unpark arrived while not parked; the next park returns at once.
+pub(crate) const NOTIFIED: u8 = 2;
+
+/// Join bit: the result is stored.
+const COMPLETE: u8 = 1;
+/// Join bit: a joiner stored its waiter in `join_waiter`.
+const JOIN_WAITER: u8 = 2;
+
+/// The panic payload of a fiber that its runtime cancelled at shutdown: `JoinHandle::join`
+/// returns `Err(payload)` and `payload.downcast_ref::<Cancelled>()` is `Some`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("fiber cancelled: its runtime shut down")
+    }
+}
+
+/// Everything the scheduler needs to know about a fiber, whatever its closure.
+pub(crate) struct Header {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Box<str>>,
+    /// Stack size in bytes, guard page included, rounded to pages.
+    pub(crate) stack_size: usize,
+    /// Saved stack pointer while suspended (owner-only).
+    pub(crate) sp: Cell<usize>,
+    /// The stack, from the first run until the fiber has finished (owner-only).
+    pub(crate) stack: Cell<Option<Stack>>,
+    /// The guard page range of `stack`, readable from the overflow signal handler.
+    pub(crate) guard: Cell<(usize, usize)>,
+    /// Set by the owner during shutdown: the fiber unwinds at its next suspension point.
+    pub(crate) cancel: Cell<bool>,
+    /// Index in the owner's registry of started fibers (owner-only).
+    pub(crate) slot: Cell<usize>,
+    pub(crate) park: AtomicU8,
+    pub(crate) owner: OnceLock<Arc<WorkerShared>>,
+    join: AtomicU8,
+    join_waiter: UnsafeCell<Option<Waiter>>,
+}
+
+// SAFETY: the Cell and UnsafeCell fields follow the ground rules of the module doc: owner-only
+// fields are used by one thread at a time with happens-before edges at every hand-over (the
+// queue that publishes a new fiber), and `join_waiter` is handed over through the `join` word.
+unsafe impl Sync for Header {}
+// SAFETY: as above; `Stack` is Send and the other fields are plain data or Send + Sync.
+unsafe impl Send for Header {}
+
+impl Header {
+    pub(crate) fn new(id: u64, name: Option<Box<str>>, stack_size: usize) -> Header {
+        Header {
+            id,
+            name,
+            stack_size,
+            sp: Cell::new(0),
+            stack: Cell::new(None),
+            guard: Cell::new((0, 0)),
+            cancel: Cell::new(false),
+            slot: Cell::new(usize::MAX),
+            park: AtomicU8::new(IDLE),
+            owner: OnceLock::new(),
+            join: AtomicU8::new(0),
+            join_waiter: UnsafeCell::new(None),
+        }
+    }
+
+    /// Whether the fiber has run (it has an owner worker from its first run on).
+    pub(crate) fn started(&self) -> bool {
+        self.owner.get().is_some()
+    }
+
+    pub(crate) fn is_complete(&self) -> bool {
+        self.join.load(Ordering::Acquire) & COMPLETE != 0
+    }
+
+    /// Publishes the result stored by the stage and wakes the joiner, if one waits.
+    fn complete(&self) {
+        let prev = self.join.fetch_or(COMPLETE, Ordering::AcqRel);
+        if prev & JOIN_WAITER != 0 {
+            // SAFETY: JOIN_WAITER was set, so the joiner handed `join_waiter` over to us and
+            // will not touch it again (ground rule 3); we are the only completer.
+            let waiter = unsafe { (*self.join_waiter.get()).take() };
+            if let Some(waiter) = waiter {
+                waiter.wake();
+            }
+        }
+    }
+
+    /// Registers `waiter` to be woken on completion. Returns false if the fiber completed
+    /// already (the waiter is then dropped). Called at most once, by the single joiner.
+    pub(crate) fn set_join_waiter(&self, waiter: Waiter) -> bool {
+        if self.is_complete() {
+            return false;
+        }
+        // SAFETY: JOIN_WAITER is clear (we are the only joiner and set it at most once), so
+        // the slot is ours until the fetch_or below publishes it (ground rule 3).
+        unsafe { *self.join_waiter.get() = Some(waiter) };
+        let prev = self.join.fetch_or(JOIN_WAITER, Ordering::AcqRel);
+        if prev & COMPLETE != 0 {
+            // The completer saw no JOIN_WAITER and will not touch the slot: take it back.
+            // SAFETY: completion happened before our fetch_or, and the completer only reads
+            // the slot when it observed JOIN_WAITER, which it did not.
+            drop(unsafe { (*self.join_waiter.get()).take() });
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("<unnamed>")
+    }
+}
+
+impl Drop for Header {
+    fn drop(&mut self) {
+        if let Some(stack) = self.stack.take() {
+            // The fiber started and never finished, and nothing can resume it: its frames may
+            // hold pinned values that other objects still point to, so the memory must not be
+            // reused. Leak it (address space only; its resident pages stay).
+            log::warn!(
+                "fiber {} ({}) was dropped while suspended; its stack is leaked",
+                self.id,
+                self.display_name()
+            );
+            std::mem::forget(stack);
+        }
+    }
+}
+
+/// A header followed by the fiber's typed stage.
+pub(crate) struct FiberCell<S: ?Sized> {
+    pub(crate) header: Header,
+    pub(crate) stage: S,
+}
+
+impl<S: ?Sized> std::fmt::Debug for FiberCell<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fiber").field("id", &self.header.id).field("name", &self.header.name).finish()
+    }
+}
+
+/// The scheduler's view of a fiber's closure.
+pub(crate) trait Stage: Send + Sync {
+    /// Runs the closure on the current (fiber) stack, catching a panic, stores the result and
+    /// completes the fiber. Called once, by the owner, on the fiber's own stack.
+    fn run(&self, header: &Header);
+    /// Drops the closure without running it and completes with `payload` as the error
+    /// (as if the closure had panicked with it).
+    fn abort_unstarted(&self, header: &Header, payload: Box<dyn Any + Send>);
+}
+
+/// The join handle's view of a fiber's result.
+pub(crate) trait Output<T>: Send + Sync {
+    /// Takes the result. Only after `header.is_complete()`, once.
+    fn take(&self) -> thread::Result<T>;
+}
+
+enum State<F, T> {
+    Pending(F),
+    Running,
+    Done(thread::Result<T>),
+    Taken,
+}
+
+/// The typed stage of a fiber running `F`, which returns `T`.
+pub(crate) struct StageImpl<F, T> {
+    state: UnsafeCell<State<F, T>>,
+}
+
+// SAFETY: the state is touched by the creator before publication, then by the owner worker
+// (ground rule 1), then by the single joiner after completion (ground rule 3). F and T move
+// between those threads, hence the Send bounds.
+unsafe impl<F: Send, T: Send> Sync for StageImpl<F, T> {}
+
+impl<F, T> StageImpl<F, T> {
+    pub(crate) fn new(f: F) -> Self {
+        StageImpl { state: UnsafeCell::new(State::Pending(f)) }
+    }
+}
+
+impl<F, T> Stage for StageImpl<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn run(&self, header: &Header) {
+        // SAFETY: owner-only before completion (ground rule 1); no other reference is live.
+        let state = unsafe { &mut *self.state.get() };
+        let State::Pending(f) = std::mem::replace(state, State::Running) else {
+            unreachable!("fiber stage run twice");
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        // SAFETY: as above; `state` is not used past this point, so re-borrow.
+        unsafe { *self.state.get() = State::Done(result) };
+        header.complete();
+    }
+
+    fn abort_unstarted(&self, header: &Header, payload: Box<dyn Any + Send>) {
+        // SAFETY: owner-only before completion (ground rule 1).
+        let state = unsafe { &mut *self.state.get() };
+        if matches!(state, State::Pending(_)) {
+            // Drop the closure before publishing completion.
+            *state = State::Running;
+            *state = State::Done(Err(payload));
+            header.complete();
+        }
+    }
+}
+
+impl<F, T> Output<T> for StageImpl<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn take(&self) -> thread::Result<T> {
+        // SAFETY: the caller observed COMPLETE (acquire) and is the single joiner (ground
+        // rule 3), so nobody else touches the state any more.
+        let state = unsafe { &mut *self.state.get() };
+        match std::mem::replace(state, State::Taken) {
+            State::Done(result) => result,
+            _ => unreachable!("fiber result taken before completion or twice"),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Fibers: stackful coroutines scheduled by spindle's workers.
+//!
+//! Code in a fiber is plain blocking code. When it waits (on a channel, a join, a lock, later
+//! I/O and timers) the fiber *parks*: its worker switches to another fiber instead of blocking
+//! the thread. [`park`] and [`Fiber::unpark`] are the primitive every waiting operation is
+//! built on; they follow `std::thread::park`'s contract, permit included, so a wake-up that
+//! arrives before the park is never lost and callers re-check their condition in a loop.
+//!
+//! Soundness rules (see `docs/ARCHITECTURE.md`):
+//! - A fiber never changes thread once it has started, so thread-locals and `!Send` values
+//!   on its stack stay on their thread.
+//! - Every stack has a guard page; an overflow aborts with a message naming the fiber.
+//! - A panic is caught at the fiber's entry and handed to [`JoinHandle::join`]; it never
+//!   unwinds across a context switch.
+
+pub(crate) mod arch;
+pub(crate) mod cell;
+pub(crate) mod overflow;
+pub(crate) mod stack;
+mod valgrind;
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+pub use cell::Cancelled;
+use cell::{FiberCell, FiberRef, Output, StageImpl};
+pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
+
+use crate::sched::{worker, Runtime, DEFAULT_STACK_SIZE};
+use crate::sync::waiter::Waiter;
+
+/// A fiber's unique id within the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FiberId(u64);
+
+impl FiberId {
+    fn next() -> FiberId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        FiberId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub fn as_u64(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Configures a fiber before spawning it: its name and stack size.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// rt.block_on(|| {
+///     let h = spindle::fiber::Builder::new()
+///         .name("worker-1")
+///         .stack_size(64 * 1024)
+///         .spawn(|| spindle::fiber::current().name().map(str::to_owned))
+///         .unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("worker-1"));
+/// });
+/// ```
+#[derive(Debug, Default)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the fiber; the name shows in [`Fiber::name`] and in the stack overflow message.
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Stack size in bytes, guard page included, rounded up to whole pages (16 KiB to 1 GiB).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns the fiber on the current worker.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a stack size out of range.
+    ///
+    /// # Panics
+    ///
+    /// Outside a fiber of a spindle runtime (use [`Builder::spawn_on`] there).
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let worker = worker::current().expect(
+            "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
+        );
+        let (fiber, handle) = self.build(f, worker.config.stack_size)?;
+        worker.schedule_local(fiber);
+        Ok(handle)
+    }
+
+    /// Spawns the fiber on `runtime`, from any thread.
+    pub fn spawn_on<F, T>(self, runtime: &Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (fiber, handle) = self.build(f, runtime.config().stack_size)?;
+        runtime.submit(fiber);
+        Ok(handle)
+    }
+
+    fn build<F, T>(self, f: F, default_stack: usize) -> io::Result<(FiberRef, JoinHandle<T>)>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let stack_size = match self.stack_size {
+            Some(size) => stack::normalize_size(size)?,
+            None => default_stack,
+        };
+        let header = cell::Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
+        let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
+        let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
+        Ok((cell, JoinHandle { cell: output, _not_sync: PhantomData }))
+    }
+}
+
+/// Spawns a fiber on the current worker and returns its join handle.
+///
+/// # Panics
+///
+/// Outside a fiber of a spindle runtime; use [`Runtime::spawn`] there.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn(f).expect("the default stack size is valid")
+}
+
+/// Owns the right to wait for a fiber and take its result, like `std::thread::JoinHandle`.
+/// Dropping it detaches the fiber.
+pub struct JoinHandle<T> {
+    cell: Arc<FiberCell<dyn Output<T>>>,
+    _not_sync: PhantomData<*const ()>,
+}
+
+// SAFETY: the handle only reaches the result through the join protocol (module `cell`,
+// ground rule 3), which is thread-safe; T: Send because the result moves to the joiner.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    /// Waits for the fiber to finish and returns its result, or the payload of its panic
+    /// (a [`Cancelled`] payload if its runtime shut down first). In a fiber this parks the
+    /// fiber; on any other thread it blocks the thread.
+    pub fn join(self) -> thread::Result<T> {
+        let header = &self.cell.header;
+        if !header.is_complete() && header.set_join_waiter(Waiter::current()) {
+            while !header.is_complete() {
+                crate::sync::waiter::park();
+            }
+        }
+        self.cell.stage.take()
+    }
+
+    /// Whether the fiber has finished (its result is ready).
+    pub fn is_finished(&self) -> bool {
+        self.cell.header.is_complete()
+    }
+
+    pub fn id(&self) -> FiberId {
+        FiberId(self.cell.header.id)
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.cell.header.name.as_deref()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.cell.header.id).field("name", &self.name()).finish()
+    }
+}
+
+/// A handle to a fiber, to read its identity or wake it (like `std::thread::Thread`).
+#[derive(Clone)]
+pub struct Fiber {
+    inner: FiberRef,
+}
+
+impl Fiber {
+    pub fn id(&self) -> FiberId {
+        FiberId(self.inner.header.id)
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.inner.header.name.as_deref()
+    }
+
+    /// Stack size in bytes, guard page included.
+    pub fn stack_size(&self) -> usize {
+        self.inner.header.stack_size
+    }
+
+    /// Wakes the fiber if it is parked, or makes its next [`park`] return at once.
+    /// Callable from any thread.
+    pub fn unpark(&self) {
+        worker::unpark(&self.inner);
+    }
+}
+
+impl fmt::Debug for Fiber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fiber").field("id", &self.inner.header.id).field("name", &self.name()).finish()
+    }
+}
+
+/// The fiber running this code, if the caller is a fiber.
+pub fn try_current() -> Option<Fiber> {
+    worker::current()?.current_fiber().map(|inner| Fiber { inner })
+}
+
+/// The fiber running this code.
+///
+/// # Panics
+///
+/// Outside a fiber.
+pub fn current() -> Fiber {
+    try_current().expect("spindle::fiber::current called outside a fiber")
+}
+
+/// Parks the current fiber until its [`Fiber::unpark`] is called; returns at once if an unpark
+/// happened since the last park. May also return spuriously: call it in a loop that checks
+/// the awaited condition. Outside a fiber, parks the thread (`std::thread::park`).
+pub fn park() {
+    crate::sync::waiter::park();
+}
+
+/// Lets the other runnable fibers of this worker run; the caller goes to the back of the
+/// queue. Returns at once when nothing else is runnable. Outside a fiber, yields the thread.
+pub fn yield_now() {
+    match worker::current() {
+        Some(worker) => worker.yield_fiber(),
+        None => thread::yield_now(),
+    }
+}
+
+/// The default fiber stack size of runtimes built with default settings.
+pub const fn default_stack_size() -> usize {
+    DEFAULT_STACK_SIZE
+}

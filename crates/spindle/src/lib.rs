@@ -1,0 +1,33 @@
+//! spindle: cheap concurrency for Linux.
+//!
+//! Fibers are stackful coroutines: code written in plain blocking style that parks the fiber,
+//! not the thread, when it waits. A [`Runtime`] starts its worker thread when it is built;
+//! the worker switches between fibers with a few instructions of hand-written assembly.
+//!
+//! ```
+//! use spindle::sync::channel;
+//!
+//! let rt = spindle::Runtime::new().unwrap();
+//! let total = rt.block_on(|| {
+//!     let (tx, rx) = channel(16);
+//!     for i in 0..4u64 {
+//!         let tx = tx.clone();
+//!         spindle::spawn(move || tx.send(i).unwrap());
+//!     }
+//!     drop(tx);
+//!     rx.iter().sum::<u64>()
+//! });
+//! assert_eq!(total, 6);
+//! ```
+//!
+//! See `docs/ARCHITECTURE.md` for the design and its soundness rules.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations)]
+
+pub mod fiber;
+mod sched;
+pub mod sync;
+
+pub use fiber::{spawn, yield_now, JoinHandle};
+pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};

@@ -1,0 +1,385 @@
+//! One worker: a thread that runs fibers from its run queue.
+//!
+//! # Contexts and switches
+//!
+//! A worker thread runs two kinds of contexts: its own (the *scheduler context*, on the
+//! thread's stack, in [`Worker::run`]) and fibers (each on its own stack). A fiber that
+//! yields, parks or finishes switches **directly** to the next runnable fiber; only when
+//! nothing is runnable does it switch to the scheduler context, which then sleeps until a
+//! remote wake-up arrives. A yield between two fibers is therefore one context switch.
+//!
+//! # Invariants
+//!
+//! 1. All `Worker` fields are touched only by the worker's own thread; other threads reach
+//!    the worker through [`WorkerShared`] (the inbox and the thread handle).
+//! 2. `current` holds the fiber that is running, `None` while the scheduler context runs.
+//!    No `RefCell` borrow is held across a switch.
+//! 3. A started fiber belongs to exactly one worker (`Header::owner`) and is resumed only by
+//!    it: a remote unpark goes through the owner's inbox. A fiber is in at most one queue at a
+//!    time, and only while it is runnable (park state `IDLE`).
+//! 4. The registry holds a reference to every started, unfinished fiber, so a parked fiber's
+//!    stack lives until the fiber is resumed, or cancelled at shutdown.
+//! 5. A fiber that finished is recycled (stack back to the pool, registry entry dropped) by
+//!    whichever context runs next, right after the switch: never on its own stack.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::registry::Registry;
+use super::Config;
+use crate::fiber::arch;
+use crate::fiber::cell::{FiberRef, Header, IDLE, NOTIFIED, PARKED};
+use crate::fiber::overflow;
+use crate::fiber::stack::StackPool;
+use crate::fiber::Cancelled;
+
+std::thread_local! {
+    /// The worker running on this thread, or null.
+    static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The current thread's worker, if this thread is a worker.
+///
+/// The reference is valid for as long as code runs on this worker thread inside
+/// [`Worker::run`]: every fiber runs there, and the worker outlives all of them (they finish
+/// or are cancelled before `run` returns). Callers must not keep it beyond that, which holds
+/// for all crate-internal callers (they use it within one call).
+#[inline]
+pub(crate) fn current() -> Option<&'static Worker> {
+    let ptr = WORKER.with(|w| w.get());
+    // SAFETY: WORKER is set by `Worker::run` to a worker that lives on that frame until it
+    // clears WORKER again before returning; see the function doc for the lifetime.
+    unsafe { ptr.as_ref() }
+}
+
+/// The part of a worker that other threads may touch.
+#[derive(Debug)]
+pub(crate) struct WorkerShared {
+    /// Identifies the runtime, to detect `block_on` from inside its own workers.
+    pub(crate) runtime_id: u64,
+    inbox: Mutex<Vec<FiberRef>>,
+    has_inbox: AtomicBool,
+    pub(crate) thread: OnceLock<std::thread::Thread>,
+    pub(crate) shutdown: AtomicBool,
+}
+
+impl WorkerShared {
+    pub(crate) fn new(runtime_id: u64) -> WorkerShared {
+        WorkerShared {
+            runtime_id,
+            inbox: Mutex::new(Vec::new()),
+            has_inbox: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    /// Hands a runnable fiber to this worker from any thread and wakes the worker.
+    pub(crate) fn schedule_remote(&self, fiber: FiberRef) {
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(fiber);
+        self.has_inbox.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Wakes the worker thread if it sleeps (a no-op syscall-wise when it does not).
+    pub(crate) fn wake(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// A worker's thread-local state.
+pub(crate) struct Worker {
+    pub(crate) shared: Arc<WorkerShared>,
+    pub(crate) config: Arc<Config>,
+    run_queue: RefCell<VecDeque<FiberRef>>,
+    current: RefCell<Option<FiberRef>>,
+    /// Saved stack pointer of the scheduler context while a fiber runs.
+    sched_sp: Cell<usize>,
+    /// A fiber that finished and awaits recycling by the next context (invariant 5).
+    finished: Cell<Option<FiberRef>>,
+    pool: RefCell<crate::fiber::stack::StackPool>,
+    registry: RefCell<Registry>,
+}
+
+impl Worker {
+    pub(crate) fn new(shared: Arc<WorkerShared>, config: Arc<Config>) -> Worker {
+        let pool = StackPool::new(config.stack_cache, config.stack_keep_warm);
+        Worker {
+            shared,
+            config,
+            run_queue: RefCell::new(VecDeque::new()),
+            current: RefCell::new(None),
+            sched_sp: Cell::new(0),
+            finished: Cell::new(None),
+            pool: RefCell::new(pool),
+            registry: RefCell::new(Registry::default()),
+        }
+    }
+
+    /// Runs the scheduler context until shutdown is requested, then cancels what is left.
+    pub(crate) fn run(&self) {
+        let _alt = overflow::AltStack::ensure();
+        WORKER.with(|w| w.set(self));
+        loop {
+            if let Some(next) = self.pop_runnable() {
+                self.resume_from_scheduler(next);
+                continue;
+            }
+            if self.shared.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            log::trace!("worker idle with {} parked fibers", self.registry.borrow().len());
+            self.pool.borrow_mut().trim();
+            std::thread::park();
+        }
+        self.cancel_all();
+        WORKER.with(|w| w.set(std::ptr::null()));
+    }
+
+    /// Queues a fiber that is runnable on this worker (local, no synchronisation).
+    pub(crate) fn schedule_local(&self, fiber: FiberRef) {
+        self.run_queue.borrow_mut().push_back(fiber);
+    }
+
+    /// The running fiber, if a fiber is running.
+    pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
+        self.current.borrow().clone()
+    }
+
+    /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
+    fn run_current(&self) {
+        let cell: *const crate::fiber::cell::FiberCell<dyn crate::fiber::cell::Stage> =
+            Arc::as_ptr(self.current.borrow().as_ref().expect("fiber entry without a fiber"));
+        // SAFETY: the registry holds a reference to this started fiber until it finishes
+        // (invariant 4), so the cell outlives this call; no RefCell borrow is held while the
+        // user's closure runs.
+        let cell = unsafe { &*cell };
+        cell.stage.run(&cell.header);
+    }
+
+    /// Takes the next runnable fiber, draining the inbox first if it has something.
+    fn pop_runnable(&self) -> Option<FiberRef> {
+        if self.shared.has_inbox.load(Ordering::Relaxed) {
+            self.drain_inbox();
+        }
+        self.run_queue.borrow_mut().pop_front()
+    }
+
+    fn drain_inbox(&self) {
+        if self.shared.has_inbox.swap(false, Ordering::Acquire) {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.run_queue.borrow_mut().extend(inbox.drain(..));
+        }
+    }
+
+    fn has_runnable(&self) -> bool {
+        !self.run_queue.borrow().is_empty() || self.shared.has_inbox.load(Ordering::Relaxed)
+    }
+
+    /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
+    /// Returns the stack pointer to switch to, or `None` when it could not start (it is then
+    /// completed with the error as its panic payload).
+    fn prepare(&self, fiber: &FiberRef) -> Option<usize> {
+        let header = &fiber.header;
+        if header.started() {
+            return Some(header.sp.get());
+        }
+        let stack = match self.pool.borrow_mut().get(header.stack_size) {
+            Ok(stack) => stack,
+            Err(err) => {
+                let msg = format!("could not allocate a {} byte fiber stack: {err}", header.stack_size);
+                log::error!("{msg}");
+                fiber.stage.abort_unstarted(header, Box::new(msg));
+                return None;
+            }
+        };
+        // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
+        // and has a guard page below (Stack's contract).
+        let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
+        header.guard.set(stack.guard());
+        header.stack.set(Some(stack));
+        header.sp.set(sp);
+        header.owner.set(self.shared.clone()).expect("fiber started twice");
+        let slot = self.registry.borrow_mut().insert(fiber.clone());
+        header.slot.set(slot);
+        Some(sp)
+    }
+
+    /// From the scheduler context: switch into `fiber` until it switches back.
+    fn resume_from_scheduler(&self, fiber: FiberRef) {
+        let Some(sp) = self.prepare(&fiber) else { return };
+        overflow::set_running(&fiber.header);
+        *self.current.borrow_mut() = Some(fiber);
+        // SAFETY: `sched_sp` is our own save slot; `sp` was saved by a switch away from this
+        // fiber or made by init_stack, and is resumed once (the fiber was in exactly one
+        // queue, invariant 3).
+        unsafe { arch::switch(self.sched_sp.as_ptr(), sp, 0) };
+        overflow::set_running(std::ptr::null());
+        self.after_switch();
+    }
+
+    /// From a fiber: switch to the next runnable fiber, or to the scheduler context. `save`
+    /// is the running fiber's stack pointer slot; `me` identifies it, so that if it is the
+    /// next runnable one (woken meanwhile, or yielding alone) we simply keep running.
+    fn switch_away(&self, save: *mut usize, me: *const Header) {
+        let target = loop {
+            match self.pop_runnable() {
+                None => {
+                    overflow::set_running(std::ptr::null());
+                    break self.sched_sp.get();
+                }
+                Some(next) if std::ptr::eq(&next.header, me) => {
+                    *self.current.borrow_mut() = Some(next);
+                    return;
+                }
+                Some(next) => {
+                    if let Some(sp) = self.prepare(&next) {
+                        overflow::set_running(&next.header);
+                        *self.current.borrow_mut() = Some(next);
+                        break sp;
+                    }
+                }
+            }
+        };
+        // SAFETY: `save` is the running fiber's own slot; `target` is the scheduler context's
+        // saved pointer or a runnable fiber's (prepared above), resumed exactly once.
+        unsafe { arch::switch(save, target, 0) };
+        self.after_switch();
+    }
+
+    /// Recycles a fiber that finished before the switch that brought us here (invariant 5).
+    #[inline]
+    fn after_switch(&self) {
+        if let Some(done) = self.finished.take() {
+            if let Some(stack) = done.header.stack.take() {
+                self.pool.borrow_mut().put(stack);
+            }
+            self.registry.borrow_mut().remove(done.header.slot.get());
+        }
+    }
+
+    /// Yields the running fiber: it goes to the back of the run queue.
+    pub(crate) fn yield_fiber(&self) {
+        if !self.has_runnable() {
+            return check_cancel(self);
+        }
+        let me = self.current.borrow_mut().take().expect("yield_now outside a fiber on a worker");
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        self.schedule_local(me);
+        self.switch_away(save, header);
+        check_cancel(self);
+    }
+
+    /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
+    pub(crate) fn park_fiber(&self) {
+        let me = self.current.borrow_mut().take().expect("park outside a fiber on a worker");
+        let header: *const Header = &me.header;
+        let park = &me.header.park;
+        if me.header.cancel.get()
+            || park.compare_exchange(NOTIFIED, IDLE, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            *self.current.borrow_mut() = Some(me);
+            return check_cancel(self);
+        }
+        if park.compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            // An unpark slipped in (IDLE -> NOTIFIED); only we leave NOTIFIED.
+            park.store(IDLE, Ordering::Relaxed);
+            *self.current.borrow_mut() = Some(me);
+            return check_cancel(self);
+        }
+        let save = me.header.sp.as_ptr();
+        // The registry keeps the fiber alive while parked (invariant 4).
+        drop(me);
+        self.switch_away(save, header);
+        check_cancel(self);
+    }
+
+    /// Ends the running fiber: the next context recycles it. Never returns.
+    fn finish(&self) -> ! {
+        let me = self.current.borrow_mut().take().expect("finish outside a fiber");
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        let previous = self.finished.replace(Some(me));
+        debug_assert!(previous.is_none(), "two finished fibers awaiting recycling");
+        self.switch_away(save, header);
+        unreachable!("a finished fiber was resumed");
+    }
+
+    /// Shutdown: every fiber left on this worker is cancelled. Unstarted ones are dropped with
+    /// a [`Cancelled`] result; started ones are resumed with their cancel flag set, which makes
+    /// their current suspension point unwind (running destructors) up to the fiber entry.
+    fn cancel_all(&self) {
+        loop {
+            let mut progressed = false;
+            while let Some(fiber) = self.pop_runnable() {
+                progressed = true;
+                if fiber.header.started() {
+                    fiber.header.cancel.set(true);
+                    self.resume_from_scheduler(fiber);
+                } else {
+                    fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled));
+                }
+            }
+            let parked: Vec<FiberRef> = self.registry.borrow().iter().cloned().collect();
+            if parked.is_empty() && !progressed && !self.has_runnable() {
+                break;
+            }
+            for fiber in parked {
+                let header = &fiber.header;
+                if header.park.compare_exchange(PARKED, IDLE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    header.cancel.set(true);
+                    self.schedule_local(fiber);
+                }
+                // Otherwise it is runnable and queued (or about to be): the loop gets it.
+            }
+            if !self.has_runnable() {
+                std::thread::yield_now(); // a remote unparker is between its CAS and its push
+            }
+        }
+    }
+}
+
+/// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
+fn check_cancel(worker: &Worker) {
+    let cancelled = worker.current.borrow().as_ref().is_some_and(|f| f.header.cancel.get());
+    if cancelled && !std::thread::panicking() {
+        std::panic::resume_unwind(Box::new(Cancelled));
+    }
+}
+
+/// Wakes a parked fiber, or leaves a permit if it is not parked. Callable from any thread.
+pub(crate) fn unpark(fiber: &FiberRef) {
+    let park = &fiber.header.park;
+    let mut state = park.load(Ordering::Acquire);
+    loop {
+        let next = match state {
+            IDLE => NOTIFIED,
+            PARKED => IDLE,
+            _ => return, // NOTIFIED: a permit is pending already
+        };
+        match park.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) if state == PARKED => break,
+            Ok(_) => return,
+            Err(actual) => state = actual,
+        }
+    }
+    // We moved it PARKED -> IDLE: rescheduling it is our duty, on its own worker.
+    let owner = fiber.header.owner.get().expect("a parked fiber has an owner");
+    match current() {
+        Some(worker) if Arc::ptr_eq(&worker.shared, owner) => worker.schedule_local(fiber.clone()),
+        _ => owner.schedule_remote(fiber.clone()),
+    }
+}
+
+/// The first function of every fiber, entered by the first switch onto its stack.
+unsafe extern "C" fn fiber_entry(_arg: usize, _data: *mut u8) -> ! {
+    let worker = current().expect("fiber started outside a worker");
+    worker.after_switch();
+    worker.run_current();
+    worker.finish()
+}

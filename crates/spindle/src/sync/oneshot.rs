@@ -1,0 +1,123 @@
+//! A channel for exactly one value.
+//!
+//! Invariant (under the lock): the receiver waits only while no value was sent and the sender
+//! is alive; sending or dropping the sender wakes it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use super::lock;
+use super::waiter::{self, Waiter};
+
+pub use super::channel::{RecvError, TryRecvError};
+
+struct State<T> {
+    value: Option<T>,
+    waiter: Option<Waiter>,
+    sender_alive: bool,
+    receiver_alive: bool,
+}
+
+/// Creates a oneshot channel.
+pub fn oneshot<T>() -> (Sender<T>, Receiver<T>) {
+    let shared =
+        Arc::new(Mutex::new(State { value: None, waiter: None, sender_alive: true, receiver_alive: true }));
+    (Sender { shared: shared.clone() }, Receiver { shared })
+}
+
+/// Sends the one value.
+pub struct Sender<T> {
+    shared: Arc<Mutex<State<T>>>,
+}
+
+/// Receives the one value.
+pub struct Receiver<T> {
+    shared: Arc<Mutex<State<T>>>,
+}
+
+impl<T> Sender<T> {
+    /// Sends `value`; gives it back if the receiver is gone.
+    pub fn send(self, value: T) -> Result<(), T> {
+        let mut state = lock(&self.shared);
+        if !state.receiver_alive {
+            return Err(value);
+        }
+        state.value = Some(value);
+        let waiter = state.waiter.take();
+        drop(state);
+        if let Some(w) = waiter {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the receiver is gone.
+    pub fn is_closed(&self) -> bool {
+        !lock(&self.shared).receiver_alive
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Waits for the value; `Err` if the sender was dropped without sending.
+    pub fn recv(self) -> Result<T, RecvError> {
+        loop {
+            let mut state = lock(&self.shared);
+            if let Some(value) = state.value.take() {
+                return Ok(value);
+            }
+            if !state.sender_alive {
+                return Err(RecvError);
+            }
+            if state.waiter.is_none() {
+                state.waiter = Some(Waiter::current());
+            }
+            drop(state);
+            waiter::park();
+        }
+    }
+
+    /// Takes the value if it was sent.
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut state = lock(&self.shared);
+        match state.value.take() {
+            Some(value) => Ok(value),
+            None if state.sender_alive => Err(TryRecvError::Empty),
+            None => Err(TryRecvError::Disconnected),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared);
+        state.sender_alive = false;
+        let waiter = state.waiter.take();
+        drop(state);
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared);
+        state.receiver_alive = false;
+        let value = state.value.take();
+        state.waiter = None;
+        drop(state);
+        drop(value); // its destructor runs outside the lock
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("oneshot::Sender").finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("oneshot::Receiver").finish_non_exhaustive()
+    }
+}
