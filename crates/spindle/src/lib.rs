@@ -26,8 +26,18 @@
 #![warn(missing_debug_implementations)]
 
 pub mod fiber;
+mod loom;
 mod sched;
 pub mod sync;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};
+
+/// Internals exposed for spindle's own benchmarks; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    /// Times `n` raw context-switch round trips (resume + suspend) outside the scheduler.
+    pub fn raw_switch_round_trips(n: u64) -> std::io::Result<std::time::Duration> {
+        crate::fiber::arch::raw_round_trips(n)
+    }
+}

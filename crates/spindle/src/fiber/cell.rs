@@ -14,39 +14,24 @@
 //!    completion) are touched only by the thread of the worker that runs the fiber, or by the
 //!    thread that creates the fiber before the fiber is published to any queue. A fiber never
 //!    migrates once started, so "the owner" is well defined from its first run on.
-//! 2. The *park state* (`park`) is the only field other threads write besides the join word:
-//!    `IDLE → PARKED` by the fiber itself, `PARKED → IDLE` by the one unparker that then owns
-//!    the duty to reschedule it, `IDLE → NOTIFIED` by an unparker of a fiber that is not
-//!    parked (a permit, as with `std::thread::park`), `NOTIFIED → IDLE` by the fiber.
-//! 3. The *join word* (`join`): the fiber writes its result, then sets `COMPLETE` (release).
-//!    A joiner stores its waiter in `join_waiter` only while `JOIN_WAITER` is clear and then
-//!    sets it; after that only the completer touches `join_waiter` (it takes and wakes it).
-//!    The result is read only after `COMPLETE` was observed (acquire), by the single joiner.
+//! 2. The *park state* (`park`) is the only field other threads write besides the join word;
+//!    its protocol is in module `sync_word` (loom-checked).
+//! 3. The *join word* (`join`, module `sync_word`, loom-checked): the fiber writes its result,
+//!    then completes the word (release), which hands it the joiner's waiter if one registered.
+//!    The result is read only after completion was observed (acquire), by the single joiner.
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 
 use super::stack::Stack;
+use super::sync_word::{JoinWord, ParkState};
 use crate::sched::worker::WorkerShared;
 use crate::sync::waiter::Waiter;
 
 /// A reference to a fiber as the scheduler sees it.
 pub(crate) type FiberRef = Arc<FiberCell<dyn Stage>>;
-
-/// Park state: running or runnable, no permit.
-pub(crate) const IDLE: u8 = 0;
-/// Park state: suspended in `park`, waiting for an unpark.
-pub(crate) const PARKED: u8 = 1;
-/// Park state: an unpark arrived while not parked; the next park returns at once.
-pub(crate) const NOTIFIED: u8 = 2;
-
-/// Join bit: the result is stored.
-const COMPLETE: u8 = 1;
-/// Join bit: a joiner stored its waiter in `join_waiter`.
-const JOIN_WAITER: u8 = 2;
 
 /// The panic payload of a fiber that its runtime cancelled at shutdown: `JoinHandle::join`
 /// returns `Err(payload)` and `payload.downcast_ref::<Cancelled>()` is `Some`.
@@ -75,10 +60,11 @@ pub(crate) struct Header {
     pub(crate) cancel: Cell<bool>,
     /// Index in the owner's registry of started fibers (owner-only).
     pub(crate) slot: Cell<usize>,
-    pub(crate) park: AtomicU8,
+    /// Park state (module `sync_word`): written by the fiber and its unparkers.
+    pub(crate) park: ParkState,
     pub(crate) owner: OnceLock<Arc<WorkerShared>>,
-    join: AtomicU8,
-    join_waiter: UnsafeCell<Option<Waiter>>,
+    /// Completion and the joiner's waiter (module `sync_word`).
+    join: JoinWord<Waiter>,
 }
 
 // SAFETY: the Cell and UnsafeCell fields follow the ground rules of the module doc: owner-only
@@ -99,10 +85,9 @@ impl Header {
             guard: Cell::new((0, 0)),
             cancel: Cell::new(false),
             slot: Cell::new(usize::MAX),
-            park: AtomicU8::new(IDLE),
+            park: ParkState::new(),
             owner: OnceLock::new(),
-            join: AtomicU8::new(0),
-            join_waiter: UnsafeCell::new(None),
+            join: JoinWord::new(),
         }
     }
 
@@ -112,40 +97,20 @@ impl Header {
     }
 
     pub(crate) fn is_complete(&self) -> bool {
-        self.join.load(Ordering::Acquire) & COMPLETE != 0
+        self.join.is_complete()
     }
 
     /// Publishes the result stored by the stage and wakes the joiner, if one waits.
     fn complete(&self) {
-        let prev = self.join.fetch_or(COMPLETE, Ordering::AcqRel);
-        if prev & JOIN_WAITER != 0 {
-            // SAFETY: JOIN_WAITER was set, so the joiner handed `join_waiter` over to us and
-            // will not touch it again (ground rule 3); we are the only completer.
-            let waiter = unsafe { (*self.join_waiter.get()).take() };
-            if let Some(waiter) = waiter {
-                waiter.wake();
-            }
+        if let Some(waiter) = self.join.complete() {
+            waiter.wake();
         }
     }
 
     /// Registers `waiter` to be woken on completion. Returns false if the fiber completed
     /// already (the waiter is then dropped). Called at most once, by the single joiner.
     pub(crate) fn set_join_waiter(&self, waiter: Waiter) -> bool {
-        if self.is_complete() {
-            return false;
-        }
-        // SAFETY: JOIN_WAITER is clear (we are the only joiner and set it at most once), so
-        // the slot is ours until the fetch_or below publishes it (ground rule 3).
-        unsafe { *self.join_waiter.get() = Some(waiter) };
-        let prev = self.join.fetch_or(JOIN_WAITER, Ordering::AcqRel);
-        if prev & COMPLETE != 0 {
-            // The completer saw no JOIN_WAITER and will not touch the slot: take it back.
-            // SAFETY: completion happened before our fetch_or, and the completer only reads
-            // the slot when it observed JOIN_WAITER, which it did not.
-            drop(unsafe { (*self.join_waiter.get()).take() });
-            return false;
-        }
-        true
+        self.join.set_waiter(waiter)
     }
 
     pub(crate) fn display_name(&self) -> &str {

@@ -17,6 +17,7 @@ pub(crate) mod arch;
 pub(crate) mod cell;
 pub(crate) mod overflow;
 pub(crate) mod stack;
+pub(crate) mod sync_word;
 mod valgrind;
 
 use std::fmt;

@@ -30,9 +30,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::registry::Registry;
 use super::Config;
 use crate::fiber::arch;
-use crate::fiber::cell::{FiberRef, Header, IDLE, NOTIFIED, PARKED};
+use crate::fiber::cell::{FiberRef, Header};
 use crate::fiber::overflow;
 use crate::fiber::stack::StackPool;
+use crate::fiber::sync_word::Park;
 use crate::fiber::Cancelled;
 
 std::thread_local! {
@@ -279,16 +280,7 @@ impl Worker {
     pub(crate) fn park_fiber(&self) {
         let me = self.current.borrow_mut().take().expect("park outside a fiber on a worker");
         let header: *const Header = &me.header;
-        let park = &me.header.park;
-        if me.header.cancel.get()
-            || park.compare_exchange(NOTIFIED, IDLE, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        {
-            *self.current.borrow_mut() = Some(me);
-            return check_cancel(self);
-        }
-        if park.compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            // An unpark slipped in (IDLE -> NOTIFIED); only we leave NOTIFIED.
-            park.store(IDLE, Ordering::Relaxed);
+        if me.header.cancel.get() || me.header.park.park() == Park::Return {
             *self.current.borrow_mut() = Some(me);
             return check_cancel(self);
         }
@@ -331,7 +323,7 @@ impl Worker {
             }
             for fiber in parked {
                 let header = &fiber.header;
-                if header.park.compare_exchange(PARKED, IDLE, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if header.park.claim_parked() {
                     header.cancel.set(true);
                     self.schedule_local(fiber);
                 }
@@ -354,19 +346,8 @@ fn check_cancel(worker: &Worker) {
 
 /// Wakes a parked fiber, or leaves a permit if it is not parked. Callable from any thread.
 pub(crate) fn unpark(fiber: &FiberRef) {
-    let park = &fiber.header.park;
-    let mut state = park.load(Ordering::Acquire);
-    loop {
-        let next = match state {
-            IDLE => NOTIFIED,
-            PARKED => IDLE,
-            _ => return, // NOTIFIED: a permit is pending already
-        };
-        match park.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) if state == PARKED => break,
-            Ok(_) => return,
-            Err(actual) => state = actual,
-        }
+    if !fiber.header.park.unpark() {
+        return;
     }
     // We moved it PARKED -> IDLE: rescheduling it is our duty, on its own worker.
     let owner = fiber.header.owner.get().expect("a parked fiber has an owner");

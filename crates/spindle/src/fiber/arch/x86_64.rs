@@ -1,48 +1,54 @@
 //! x86_64 (System V ABI) context switch.
 //!
 //! The System V ABI makes `rbx`, `rbp`, `r12`–`r15`, the stack pointer, the control bits of
-//! `MXCSR` and the x87 control word callee-saved. Everything else is caller-saved, so the
-//! compiler has already spilled whatever it needs before calling [`switch`]: saving those
-//! eight items is all a switch has to do.
+//! `MXCSR` and the x87 control word callee-saved. Everything else is caller-saved.
+//!
+//! # Design
+//!
+//! [`switch`] is an *inlined* `asm!` block, not a function:
+//!
+//! - It declares `r12`–`r15` and every caller-saved register as clobbered (`clobber_abi`), so
+//!   the compiler saves around the switch only the registers that hold live values at that
+//!   point, often none. `rbx` and `rbp` are reserved by LLVM and cannot be declared clobbered,
+//!   so the block pushes and pops them itself.
+//! - It never uses `call` or `ret` to change context. A suspended context is resumed with an
+//!   indirect `jmp` to its saved resume address. `ret` would consult the CPU's return stack
+//!   buffer, whose top belongs to the context that is switching away, and so mispredict on
+//!   nearly every switch; an indirect `jmp` is predicted by the branch target buffer, which
+//!   learns the repeating patterns of a scheduler (two fibers ping-ponging, say).
+//! - Each context restores its own MXCSR and x87 control word when it is resumed, so a fiber
+//!   that changes the rounding mode or enables flush-to-zero does not leak it to others.
 //!
 //! Layout of a suspended context, as `switch` leaves it (addresses grow upwards):
 //!
 //! ```text
 //!            +------------------------+
-//!  sp + 56   | return address         |  where `switch` returns when resumed
-//!  sp + 48   | rbp                    |
-//!  sp + 40   | rbx                    |
-//!  sp + 32   | r12                    |
-//!  sp + 24   | r13                    |
-//!  sp + 16   | r14                    |
-//!  sp +  8   | r15                    |
-//!  sp +  4   | x87 control word (u16) |
-//!  sp +  0   | MXCSR (u32)            |  <- saved stack pointer (16-byte aligned)
+//!  sp + 24   | rbp                    |
+//!  sp + 16   | rbx                    |
+//!  sp +  8   | MXCSR (u32), FCW (u16) |  x87 control word at sp + 12
+//!  sp +  0   | resume address         |  <- saved stack pointer (label 2 of `switch`)
 //!            +------------------------+
 //! ```
 //!
-//! A fresh stack prepared by [`init_stack`] has the same shape, with the return address
-//! pointing at [`trampoline`], `r12` holding the entry function and `r13` its data pointer:
+//! (Whatever the compiler chose to spill around the `asm!` block sits above, in the
+//! enclosing function's frame.)
+//!
+//! A fresh stack prepared by [`init_stack`] looks like a suspended context whose resume
+//! address is [`trampoline`]:
 //!
 //! ```text
-//!  top -  8  | 0                      |  padding: keeps the entry call 16-byte aligned
-//!  top - 16  | 0                      |  fake return address: ends backtraces
-//!  top - 24  | trampoline             |  popped by `ret` at the end of `switch`
-//!  top - 32  | rbp = 0                |
-//!  top - 40  | rbx = 0                |
-//!  top - 48  | r12 = entry            |
-//!  top - 56  | r13 = data             |
-//!  top - 64  | r14 = 0                |
-//!  top - 72  | r15 = 0                |
-//!  top - 80  | MXCSR 0x1F80, FCW 0x037F | <- initial saved stack pointer
+//!  top -  8  | MXCSR 0x1F80, FCW 0x037F |  the ABI's initial control words
+//!  top - 16  | data                   |
+//!  top - 24  | entry                  |
+//!  top - 32  | trampoline             |  <- initial saved stack pointer
 //! ```
 
-use core::arch::naked_asm;
+use core::arch::{asm, naked_asm};
 
 use super::EntryFn;
 
 /// Bytes that [`init_stack`] writes below the top of a fresh stack.
-pub(crate) const INIT_FRAME_BYTES: usize = 80;
+pub(crate) const INIT_FRAME_BYTES: usize = 32;
 
 /// The ABI's initial MXCSR: all exceptions masked, round to nearest.
 const DEFAULT_MXCSR: u64 = 0x1F80;
@@ -58,46 +64,61 @@ const DEFAULT_FCW: u64 = 0x037F;
 /// `save` must be valid for a write. `to` must be a stack pointer saved by `switch` or
 /// returned by [`init_stack`], not resumed since, on a stack that is still mapped; it must not
 /// be the running context's own stack.
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn switch(save: *mut usize, to: usize, arg: usize) -> usize {
-    // rdi = save, rsi = to, rdx = arg. On entry [rsp] is our return address.
-    naked_asm!(
-        "push rbp",         // callee-saved: frame pointer
-        "push rbx",         // callee-saved
-        "push r12",         // callee-saved
-        "push r13",         // callee-saved
-        "push r14",         // callee-saved
-        "push r15",         // callee-saved
-        "sub rsp, 8",       // room for the two control words; rsp is now 16-aligned
-        "stmxcsr [rsp]",    // save the SSE control/status word (callee-saved bits)
-        "fnstcw [rsp + 4]", // save the x87 control word (callee-saved)
-        "mov [rdi], rsp",   // publish our stack pointer: we are now suspended
-        "mov rsp, rsi",     // adopt the target's stack
-        "ldmxcsr [rsp]",    // restore the target's SSE control word
-        "fldcw [rsp + 4]",  // restore the target's x87 control word
-        "add rsp, 8",       // drop the control-word slot
-        "pop r15",          // restore the target's callee-saved registers...
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",      // ...down to its frame pointer
-        "mov rax, rdx", // hand `arg` over as the return value of its `switch`
-        "ret",          // jump to the target's return address
-    )
+#[inline(always)]
+pub(crate) unsafe fn switch(save: *mut usize, to: usize, arg: usize) -> usize {
+    let ret: usize;
+    // SAFETY: the caller guarantees `save` and `to` (see above). The block restores rsp, rbx
+    // and rbp before it falls through at label 2, declares every other register it or the
+    // other context may change as clobbered, and leaves the red zone alone (no `nostack`:
+    // the compiler keeps nothing live below rsp across the block).
+    unsafe {
+        asm!(
+            "push rbp",             // rbp and rbx are reserved by LLVM: save them by hand
+            "push rbx",
+            "sub rsp, 8",           // a slot for the two control words
+            "stmxcsr [rsp]",        // our SSE control/status word (its control bits are callee-saved)
+            "fnstcw [rsp + 4]",     // our x87 control word (callee-saved)
+            "lea rax, [rip + 2f]",  // our resume address: label 2 below
+            "push rax",             // on top of the frame, where the resumer finds it
+            "mov [rdi], rsp",       // publish our stack pointer: we are now suspended
+            "mov rsp, rsi",         // adopt the target's stack
+            "pop rax",              // its resume address (label 2 of its own switch, or the trampoline)
+            "jmp rax",              // resume it; rdx carries `arg` across
+            "2:",                   // we are resumed here by another context's `jmp rax`
+            "ldmxcsr [rsp]",        // our own SSE control word back
+            "fldcw [rsp + 4]",      // our own x87 control word back
+            "add rsp, 8",           // drop the control-word slot
+            "pop rbx",              // our rbx and rbp back: the frame is gone
+            "pop rbp",
+            in("rdi") save,
+            in("rsi") to,
+            inlateout("rdx") arg => ret,
+            out("rax") _,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+        );
+    }
+    ret
 }
 
-/// First code run on a fresh stack: `switch` "returns" here with `rax = arg`, `r12 = entry`
-/// and `r13 = data` (popped from the frame written by [`init_stack`]), and
-/// `rsp ≡ 0 (mod 16)`.
+/// First code run on a fresh stack: the `jmp rax` of a [`switch`] lands here with
+/// `rsp = top - 24` (the trampoline's own address popped), `rdx = arg`, and the entry, data
+/// and control words above `rsp` as [`init_stack`] wrote them.
 #[unsafe(naked)]
 unsafe extern "C" fn trampoline() -> ! {
     naked_asm!(
         ".cfi_startproc",     // unwind info for this frame...
         ".cfi_undefined rip", // ...saying it is the outermost one: backtraces stop here
-        "mov rdi, rax",       // first argument: the value passed to `switch`
-        "mov rsi, r13",       // second argument: the data pointer
-        "call r12",           // entry(arg, data); pushes a return address: rsp ≡ 8 (mod 16) as the ABI wants
+        "pop rax",            // the entry function
+        "pop rsi",            // second argument: the data pointer
+        "ldmxcsr [rsp]",      // the ABI's initial SSE control word
+        "fldcw [rsp + 4]",    // the ABI's initial x87 control word
+        "sub rsp, 8",         // rsp = top - 16: 16-aligned, as the ABI wants before a call
+        "mov rdi, rdx",       // first argument: the value passed to `switch`
+        "call rax",           // entry(arg, data), on this stack
         "ud2",                // entry never returns; trap if it does
         ".cfi_endproc",
     )
@@ -113,21 +134,15 @@ unsafe extern "C" fn trampoline() -> ! {
 pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> usize {
     debug_assert_eq!(top as usize % 16, 0, "stack top must be 16-byte aligned");
     let words = top.cast::<u64>();
-    let frame: [(usize, u64); 10] = [
-        (1, 0),                                    // padding
-        (2, 0),                                    // fake return address
-        (3, trampoline as *const () as u64),       // return address of the first switch
-        (4, 0),                                    // rbp
-        (5, 0),                                    // rbx
-        (6, entry as *const () as u64),            // r12
-        (7, data as u64),                          // r13
-        (8, 0),                                    // r14
-        (9, 0),                                    // r15
-        (10, DEFAULT_MXCSR | (DEFAULT_FCW << 32)), // MXCSR, then the x87 control word
+    let frame: [(usize, u64); 4] = [
+        (1, DEFAULT_MXCSR | (DEFAULT_FCW << 32)), // MXCSR, then the x87 control word
+        (2, data as u64),                         // popped into rsi by the trampoline
+        (3, entry as *const () as u64),           // popped into rax by the trampoline
+        (4, trampoline as *const () as u64),      // the resume address of a fresh stack
     ];
     for (slot, value) in frame {
         let at = words.wrapping_sub(slot);
-        // SAFETY: slot ≤ 10 words = INIT_FRAME_BYTES below `top`, which the caller guarantees
+        // SAFETY: slot ≤ 4 words = INIT_FRAME_BYTES below `top`, which the caller guarantees
         // to be writable stack memory; `top` is 16-aligned so every slot is 8-aligned.
         unsafe { at.write(value) };
     }
