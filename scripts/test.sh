@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command: formatting, lints, every test, the loom models, and a smoke run of the
+# tournament (--quick: every suite in seconds; peers that are not installed get a row saying
+# why). Run from anywhere: `bash scripts/test.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace
+
+step "loom models (RUSTFLAGS=--cfg loom)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
+
+step "tournament smoke test (--quick --no-install)"
+cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke
