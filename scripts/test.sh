@@ -21,3 +21,8 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib 
 
 step "tournament smoke test (--quick --no-install)"
 cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke
+
+if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gnu; then
+    step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu)"
+    cargo check -p spindle --target aarch64-unknown-linux-gnu --lib --tests
+fi
