@@ -22,7 +22,8 @@
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 use std::thread;
 
 use super::stack::Stack;
@@ -62,7 +63,10 @@ pub(crate) struct Header {
     pub(crate) slot: Cell<usize>,
     /// Park state (module `sync_word`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
-    pub(crate) owner: OnceLock<Arc<WorkerShared>>,
+    /// The worker that started the fiber: null until its first run, then set once (release)
+    /// to a pointer from `Arc::into_raw`, released when the header drops. A `OnceLock` costs
+    /// a trip through `Once` per spawn; this is one store.
+    owner: AtomicPtr<WorkerShared>,
     /// Completion and the joiner's waiter (module `sync_word`).
     join: JoinWord<Waiter>,
 }
@@ -86,14 +90,29 @@ impl Header {
             cancel: Cell::new(false),
             slot: Cell::new(usize::MAX),
             park: ParkState::new(),
-            owner: OnceLock::new(),
+            owner: AtomicPtr::new(std::ptr::null_mut()),
             join: JoinWord::new(),
         }
     }
 
     /// Whether the fiber has run (it has an owner worker from its first run on).
     pub(crate) fn started(&self) -> bool {
-        self.owner.get().is_some()
+        !self.owner.load(Ordering::Acquire).is_null()
+    }
+
+    /// Records the worker that starts the fiber. Called once, by that worker, on the first run.
+    pub(crate) fn set_owner(&self, owner: &Arc<WorkerShared>) {
+        let raw = Arc::into_raw(owner.clone()).cast_mut();
+        let prev = self.owner.swap(raw, Ordering::Release);
+        assert!(prev.is_null(), "fiber started twice");
+    }
+
+    /// The worker that started the fiber, if it has started.
+    pub(crate) fn owner(&self) -> Option<&WorkerShared> {
+        let raw = self.owner.load(Ordering::Acquire);
+        // SAFETY: a non-null owner came from `Arc::into_raw` in `set_owner` and that strong
+        // reference is only released in `Drop`, so it lives as long as `self`.
+        unsafe { raw.as_ref() }
     }
 
     pub(crate) fn is_complete(&self) -> bool {
@@ -120,6 +139,11 @@ impl Header {
 
 impl Drop for Header {
     fn drop(&mut self) {
+        let owner = *self.owner.get_mut();
+        if !owner.is_null() {
+            // SAFETY: from `Arc::into_raw` in `set_owner`; released exactly once, here.
+            drop(unsafe { Arc::from_raw(owner) });
+        }
         if let Some(stack) = self.stack.take() {
             // The fiber started and never finished, and nothing can resume it: its frames may
             // hold pinned values that other objects still point to, so the memory must not be

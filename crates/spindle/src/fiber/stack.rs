@@ -214,6 +214,11 @@ impl StackPool {
         }
     }
 
+    /// Whether stacks were released since the last trim.
+    pub(crate) fn needs_trim(&self) -> bool {
+        self.released_since_trim > 0
+    }
+
     /// Gives the pages of all but the `keep_warm` most recently released stacks of each size
     /// back to the kernel. Cheap when nothing was released since the last call.
     pub(crate) fn trim(&mut self) {

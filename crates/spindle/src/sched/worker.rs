@@ -36,6 +36,9 @@ use crate::fiber::stack::StackPool;
 use crate::fiber::sync_word::Park;
 use crate::fiber::Cancelled;
 
+/// How long a worker must stay idle before it gives its cached stacks' pages back.
+const TRIM_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
+
 std::thread_local! {
     /// The worker running on this thread, or null.
     static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
@@ -97,7 +100,7 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<WorkerShared>,
     pub(crate) config: Arc<Config>,
     run_queue: RefCell<VecDeque<FiberRef>>,
-    current: RefCell<Option<FiberRef>>,
+    current: Cell<Option<FiberRef>>,
     /// Saved stack pointer of the scheduler context while a fiber runs.
     sched_sp: Cell<usize>,
     /// A fiber that finished and awaits recycling by the next context (invariant 5).
@@ -113,7 +116,7 @@ impl Worker {
             shared,
             config,
             run_queue: RefCell::new(VecDeque::new()),
-            current: RefCell::new(None),
+            current: Cell::new(None),
             sched_sp: Cell::new(0),
             finished: Cell::new(None),
             pool: RefCell::new(pool),
@@ -134,8 +137,17 @@ impl Worker {
                 break;
             }
             log::trace!("worker idle with {} parked fibers", self.registry.borrow().len());
-            self.pool.borrow_mut().trim();
-            std::thread::park();
+            // Idle. Trim the stack pool only once the worker has stayed idle for a while, so
+            // that back-to-back bursts of fibers reuse warm stacks instead of faulting their
+            // pages in again.
+            if self.pool.borrow().needs_trim() {
+                std::thread::park_timeout(TRIM_AFTER_IDLE);
+                if !self.has_runnable() && !self.shared.shutdown.load(Ordering::Acquire) {
+                    self.pool.borrow_mut().trim();
+                }
+            } else {
+                std::thread::park();
+            }
         }
         self.cancel_all();
         WORKER.with(|w| w.set(std::ptr::null()));
@@ -148,13 +160,25 @@ impl Worker {
 
     /// The running fiber, if a fiber is running.
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
-        self.current.borrow().clone()
+        let fiber = self.current.take();
+        let copy = fiber.clone();
+        self.current.set(fiber);
+        copy
+    }
+
+    /// Runs `f` on the running fiber's header (`None` in the scheduler context).
+    #[inline]
+    fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
+        let fiber = self.current.take();
+        let r = f(fiber.as_ref());
+        self.current.set(fiber);
+        r
     }
 
     /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
     fn run_current(&self) {
         let cell: *const crate::fiber::cell::FiberCell<dyn crate::fiber::cell::Stage> =
-            Arc::as_ptr(self.current.borrow().as_ref().expect("fiber entry without a fiber"));
+            self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
         // SAFETY: the registry holds a reference to this started fiber until it finishes
         // (invariant 4), so the cell outlives this call; no RefCell borrow is held while the
         // user's closure runs.
@@ -163,6 +187,7 @@ impl Worker {
     }
 
     /// Takes the next runnable fiber, draining the inbox first if it has something.
+    #[inline]
     fn pop_runnable(&self) -> Option<FiberRef> {
         if self.shared.has_inbox.load(Ordering::Relaxed) {
             self.drain_inbox();
@@ -170,6 +195,7 @@ impl Worker {
         self.run_queue.borrow_mut().pop_front()
     }
 
+    #[cold]
     fn drain_inbox(&self) {
         if self.shared.has_inbox.swap(false, Ordering::Acquire) {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
@@ -184,11 +210,20 @@ impl Worker {
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
     /// Returns the stack pointer to switch to, or `None` when it could not start (it is then
     /// completed with the error as its panic payload).
+    #[inline]
     fn prepare(&self, fiber: &FiberRef) -> Option<usize> {
         let header = &fiber.header;
         if header.started() {
             return Some(header.sp.get());
         }
+        self.start(fiber)
+    }
+
+    /// The first-run half of [`prepare`](Self::prepare).
+    #[cold]
+    #[inline(never)]
+    fn start(&self, fiber: &FiberRef) -> Option<usize> {
+        let header = &fiber.header;
         let stack = match self.pool.borrow_mut().get(header.stack_size) {
             Ok(stack) => stack,
             Err(err) => {
@@ -204,7 +239,7 @@ impl Worker {
         header.guard.set(stack.guard());
         header.stack.set(Some(stack));
         header.sp.set(sp);
-        header.owner.set(self.shared.clone()).expect("fiber started twice");
+        header.set_owner(&self.shared);
         let slot = self.registry.borrow_mut().insert(fiber.clone());
         header.slot.set(slot);
         Some(sp)
@@ -214,7 +249,7 @@ impl Worker {
     fn resume_from_scheduler(&self, fiber: FiberRef) {
         let Some(sp) = self.prepare(&fiber) else { return };
         overflow::set_running(&fiber.header);
-        *self.current.borrow_mut() = Some(fiber);
+        self.current.set(Some(fiber));
         // SAFETY: `sched_sp` is our own save slot; `sp` was saved by a switch away from this
         // fiber or made by init_stack, and is resumed once (the fiber was in exactly one
         // queue, invariant 3).
@@ -226,21 +261,23 @@ impl Worker {
     /// From a fiber: switch to the next runnable fiber, or to the scheduler context. `save`
     /// is the running fiber's stack pointer slot; `me` identifies it, so that if it is the
     /// next runnable one (woken meanwhile, or yielding alone) we simply keep running.
-    fn switch_away(&self, save: *mut usize, me: *const Header) {
+    /// `next`, when given, is the fiber to try first (the caller popped it already).
+    #[inline]
+    fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         let target = loop {
-            match self.pop_runnable() {
+            match next.take().or_else(|| self.pop_runnable()) {
                 None => {
                     overflow::set_running(std::ptr::null());
                     break self.sched_sp.get();
                 }
                 Some(next) if std::ptr::eq(&next.header, me) => {
-                    *self.current.borrow_mut() = Some(next);
+                    self.current.set(Some(next));
                     return;
                 }
                 Some(next) => {
                     if let Some(sp) = self.prepare(&next) {
                         overflow::set_running(&next.header);
-                        *self.current.borrow_mut() = Some(next);
+                        self.current.set(Some(next));
                         break sp;
                     }
                 }
@@ -255,7 +292,16 @@ impl Worker {
     /// Recycles a fiber that finished before the switch that brought us here (invariant 5).
     #[inline]
     fn after_switch(&self) {
-        if let Some(done) = self.finished.take() {
+        let done = self.finished.take();
+        if done.is_some() {
+            self.recycle(done);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recycle(&self, done: Option<FiberRef>) {
+        if let Some(done) = done {
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
@@ -265,40 +311,40 @@ impl Worker {
 
     /// Yields the running fiber: it goes to the back of the run queue.
     pub(crate) fn yield_fiber(&self) {
-        if !self.has_runnable() {
-            return check_cancel(self);
-        }
-        let me = self.current.borrow_mut().take().expect("yield_now outside a fiber on a worker");
+        let Some(next) = self.pop_runnable() else {
+            return check_cancel(self); // nothing else to run: keep running
+        };
+        let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
         self.schedule_local(me);
-        self.switch_away(save, header);
+        self.switch_away(save, header, Some(next));
         check_cancel(self);
     }
 
     /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
     pub(crate) fn park_fiber(&self) {
-        let me = self.current.borrow_mut().take().expect("park outside a fiber on a worker");
+        let me = self.current.take().expect("park outside a fiber on a worker");
         let header: *const Header = &me.header;
         if me.header.cancel.get() || me.header.park.park() == Park::Return {
-            *self.current.borrow_mut() = Some(me);
+            self.current.set(Some(me));
             return check_cancel(self);
         }
         let save = me.header.sp.as_ptr();
         // The registry keeps the fiber alive while parked (invariant 4).
         drop(me);
-        self.switch_away(save, header);
+        self.switch_away(save, header, None);
         check_cancel(self);
     }
 
     /// Ends the running fiber: the next context recycles it. Never returns.
     fn finish(&self) -> ! {
-        let me = self.current.borrow_mut().take().expect("finish outside a fiber");
+        let me = self.current.take().expect("finish outside a fiber");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
         let previous = self.finished.replace(Some(me));
         debug_assert!(previous.is_none(), "two finished fibers awaiting recycling");
-        self.switch_away(save, header);
+        self.switch_away(save, header, None);
         unreachable!("a finished fiber was resumed");
     }
 
@@ -338,7 +384,7 @@ impl Worker {
 
 /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
 fn check_cancel(worker: &Worker) {
-    let cancelled = worker.current.borrow().as_ref().is_some_and(|f| f.header.cancel.get());
+    let cancelled = worker.with_current(|f| f.is_some_and(|f| f.header.cancel.get()));
     if cancelled && !std::thread::panicking() {
         std::panic::resume_unwind(Box::new(Cancelled));
     }
@@ -350,9 +396,11 @@ pub(crate) fn unpark(fiber: &FiberRef) {
         return;
     }
     // We moved it PARKED -> IDLE: rescheduling it is our duty, on its own worker.
-    let owner = fiber.header.owner.get().expect("a parked fiber has an owner");
+    let owner = fiber.header.owner().expect("a parked fiber has an owner");
     match current() {
-        Some(worker) if Arc::ptr_eq(&worker.shared, owner) => worker.schedule_local(fiber.clone()),
+        Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
+            worker.schedule_local(fiber.clone())
+        }
         _ => owner.schedule_remote(fiber.clone()),
     }
 }
