@@ -1,28 +1,33 @@
 #!/usr/bin/env ruby
 # frozen_string_literal: true
 
-# fibers suite, competitors ruby-fiber and ruby-thread.
+# fibers suite (shapes of seed 003), competitors ruby-fiber and ruby-thread.
 #
-#   alloc       N units, each started (switch in) and then suspended (switch out); time
-#               until the last has suspended, resident-set growth per unit
-#   switch      2 units ping-pong, each switching to the other `switches` times
-#   warm        `repeats` times: N units that start and finish, joined
-#   throughput  `units` units that each yield `switches` times round-robin, `repeats` times
+#   alloc       N units, each switching twice and then suspended until released; timed:
+#               creation until the last has suspended + release until all are done;
+#               resident-set growth per unit with all N suspended
+#   switch      2 units, each switching to the other `switches` times
+#   warm        `repeats` rounds of N units that switch once and finish: first round
+#               against last (per unit)
+#   throughput  `repeats` rounds of `units` units that each switch `switches` times; the
+#               fastest round counts
 #
-# --mode fiber:  Fiber.new + resume / Fiber.yield (no fiber scheduler). A fiber runs as soon
-#                as it is resumed, so creation is Fiber.new + the first resume.
-# --mode thread: Thread.new (default stack sizes). Ping-pong over two Thread::Queue; the
-#                throughput round-robin yields with Thread.pass.
+# --mode fiber:  Fiber.new + resume / Fiber.yield (no fiber scheduler), as Ruby's own
+#                fiber-vs-thread benchmark: the creator (root fiber) resumes every unit in
+#                turn, round-robin, and a unit switches with Fiber.yield; the ping-pong is
+#                an explicit hand-off (a resumes b, b yields back to a).
+# --mode thread: Thread.new (default stack sizes); a unit switches with Thread.pass, the
+#                ping-pong hands off over two Thread::Queue.
 #
 # Usage: ruby fibers.rb --mode fiber|thread [--quick]
 
 require "etc"
 require "json"
 
-Sizes = Struct.new(:alloc_units, :switches, :warm_units, :warm_repeats,
-                   :tp_units, :tp_switches, :tp_repeats)
-FULL = Sizes.new(10_000, 10_000, 10_000, 10, 1_000, 100, 10)
-QUICK = Sizes.new(1_000, 1_000, 1_000, 3, 100, 100, 3)
+Sizes = Struct.new(:alloc_units, :alloc_switches, :switches, :warm_units, :warm_switches,
+                   :warm_repeats, :tp_units, :tp_switches, :tp_repeats)
+FULL = Sizes.new(10_000, 2, 10_000, 10_000, 1, 10, 1_000, 100, 10)
+QUICK = Sizes.new(1_000, 2, 1_000, 1_000, 1, 3, 100, 100, 3)
 
 PAGE_SIZE = Etc.sysconf(Etc::SC_PAGESIZE)
 BASE_THREADS = Dir.children("/proc/self/task").size
@@ -40,25 +45,27 @@ end
 module FiberMode
   NAME = "ruby-fiber"
 
-  # Returns [elapsed_s, rss_growth_bytes].
-  def self.alloc(n)
-    started = 0
-    fibers = Array.new(n)
+  # Returns [elapsed_s, rss_growth_bytes]. A unit yields `switches` times, then once more
+  # to stay suspended (parked) until the release pass resumes it to its end.
+  def self.alloc(n, switches)
+    parked = 0
     rss0 = rss_bytes
     t0 = now
-    n.times do |i|
-      fiber = Fiber.new do
-        started += 1
-        Fiber.yield # suspended until released
+    fibers = Array.new(n) do
+      Fiber.new do
+        switches.times { Fiber.yield }
+        parked += 1
+        Fiber.yield # parked until released
       end
-      fiber.resume # switch in; back here once it has suspended
-      fibers[i] = fiber
     end
-    elapsed = now - t0
+    (switches + 1).times { fibers.each(&:resume) }
+    to_peak = now - t0
     rss1 = rss_bytes
-    raise "only #{started} of #{n} units started" unless started == n
+    raise "only #{parked} of #{n} units parked" unless parked == n
 
+    t1 = now
     fibers.each(&:resume) # release: each one finishes
+    elapsed = to_peak + (now - t1)
     raise "a unit is still alive" if fibers.any?(&:alive?)
 
     [elapsed, rss1 - rss0]
@@ -77,16 +84,8 @@ module FiberMode
     elapsed
   end
 
-  def self.warm(n, repeats)
-    Array.new(repeats) do
-      t0 = now
-      n.times { Fiber.new { nil }.resume } # runs to its end at once
-      now - t0
-    end
-  end
-
   # The root fiber resumes every unit in turn until they are all done.
-  def self.throughput(units, switches, repeats)
+  def self.rounds(units, switches, repeats)
     Array.new(repeats) do
       t0 = now
       fibers = Array.new(units) { Fiber.new { switches.times { Fiber.yield } } }
@@ -119,28 +118,31 @@ module ThreadMode
     exit!(1)
   end
 
-  def self.alloc(n)
-    started = 0
+  def self.alloc(n, switches)
+    parked = 0
     lock = Thread::Mutex.new
-    all_started = Thread::ConditionVariable.new
+    all_parked = Thread::ConditionVariable.new
     release = Thread::Queue.new # closed to release: pop then returns nil to every waiter
     threads = Array.new(n)
     rss0 = rss_bytes
     t0 = now
     n.times do |i|
       threads[i] = spawn do
+        switches.times { Thread.pass }
         lock.synchronize do
-          started += 1
-          all_started.signal if started == n
+          parked += 1
+          all_parked.signal if parked == n
         end
         release.pop
       end
     end
-    lock.synchronize { all_started.wait(lock) until started == n }
-    elapsed = now - t0
+    lock.synchronize { all_parked.wait(lock) until parked == n }
+    to_peak = now - t0
     rss1 = rss_bytes
+    t1 = now
     release.close
     threads.each(&:join)
+    elapsed = to_peak + (now - t1)
     settle
     [elapsed, rss1 - rss0]
   end
@@ -167,24 +169,15 @@ module ThreadMode
     now - t0
   end
 
-  def self.warm(n, repeats)
+  def self.rounds(units, switches, repeats)
     reps = Array.new(repeats) do
-      t0 = now
-      threads = Array.new(n) { spawn { nil } }
-      threads.each(&:join)
-      now - t0
-    end
-    settle
-    reps
-  end
-
-  def self.throughput(units, switches, repeats)
-    Array.new(repeats) do
       t0 = now
       threads = Array.new(units) { spawn { switches.times { Thread.pass } } }
       threads.each(&:join)
       now - t0
     end
+    settle
+    reps
   end
 end
 
@@ -209,7 +202,7 @@ def main(argv)
     abort "usage: fibers.rb --mode fiber|thread [--quick]"
   name = impl::NAME
 
-  elapsed, growth = impl.alloc(sizes.alloc_units)
+  elapsed, growth = impl.alloc(sizes.alloc_units, sizes.alloc_switches)
   emit(name, "alloc", "us_per_unit", elapsed * 1e6 / sizes.alloc_units, "us")
   emit(name, "alloc", "bytes_per_unit", growth.to_f / sizes.alloc_units, "bytes")
 
@@ -218,11 +211,11 @@ def main(argv)
   emit(name, "switch", "us_per_switch", elapsed * 1e6 / total, "us")
   emit(name, "switch", "switches_per_s", total / elapsed, "switches/s")
 
-  reps = impl.warm(sizes.warm_units, sizes.warm_repeats)
+  reps = impl.rounds(sizes.warm_units, sizes.warm_switches, sizes.warm_repeats)
   emit(name, "warm", "first_alloc_us", reps.first * 1e6 / sizes.warm_units, "us")
   emit(name, "warm", "last_alloc_us", reps.last * 1e6 / sizes.warm_units, "us")
 
-  reps = impl.throughput(sizes.tp_units, sizes.tp_switches, sizes.tp_repeats)
+  reps = impl.rounds(sizes.tp_units, sizes.tp_switches, sizes.tp_repeats)
   emit(name, "throughput", "total_ms", reps.min * 1e3, "ms")
 end
 

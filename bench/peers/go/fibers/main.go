@@ -1,17 +1,21 @@
-// fibers suite, competitors go-goroutine and go-locked-thread.
+// fibers suite (shapes of seed 003), competitors go-goroutine and go-locked-thread.
 //
-//	alloc       N goroutines, each started and then parked on a release channel;
-//	            time until the last has parked, resident-set growth per unit
-//	switch      2 goroutines ping-pong, each switching to the other `switches` times
-//	warm        `repeats` times: N goroutines that start and finish, joined
-//	throughput  `units` goroutines that each yield `switches` times, `repeats` times
+//	alloc       N goroutines, each yielding twice and then parked on a release channel;
+//	            timed: creation until the last has parked + release until all are done;
+//	            resident-set growth per unit with all N parked
+//	switch      2 goroutines, each switching to the other `switches` times
+//	warm        `repeats` rounds of N goroutines that yield once and finish, joined:
+//	            first round against last (per unit)
+//	throughput  `repeats` rounds of `units` goroutines that each yield `switches` times,
+//	            joined; the fastest round counts
 //
+// A yield is runtime.Gosched().
 // -mode goroutine: plain goroutines (the manifest runs it with GOMAXPROCS=1, one
-// scheduler like one spindle worker); a switch is runtime.Gosched() or an unbuffered
-// channel hand-off (-switch, the faster one measured here is the default).
+// scheduler like one spindle worker); the switch case is runtime.Gosched() (default) or
+// an unbuffered channel hand-off (-switch chan).
 // -mode locked: every goroutine first calls runtime.LockOSThread, so each unit owns an
-// OS thread (default GOMAXPROCS); a switch is an unbuffered channel hand-off in the
-// ping-pong and runtime.Gosched() in the throughput round-robin.
+// OS thread (default GOMAXPROCS, as threads); the switch case is an unbuffered channel
+// hand-off (a thread hand-off, as the other thread competitors' ping-pong).
 package main
 
 import (
@@ -29,12 +33,14 @@ import (
 )
 
 type sizes struct {
-	allocUnits, switches, warmUnits, warmRepeats, tpUnits, tpSwitches, tpRepeats int
+	allocUnits, allocSwitches, switches  int
+	warmUnits, warmSwitches, warmRepeats int
+	tpUnits, tpSwitches, tpRepeats       int
 }
 
 var (
-	full  = sizes{10_000, 10_000, 10_000, 10, 1_000, 100, 10}
-	quick = sizes{1_000, 1_000, 1_000, 3, 100, 100, 3}
+	full  = sizes{10_000, 2, 10_000, 10_000, 1, 10, 1_000, 100, 10}
+	quick = sizes{1_000, 2, 1_000, 1_000, 1, 3, 100, 100, 3}
 )
 
 var (
@@ -71,9 +77,12 @@ func unitStart() {
 	}
 }
 
-func alloc(n int) (time.Duration, int64) {
-	var started atomic.Int64
-	allStarted := make(chan struct{})
+// alloc: n units, each yielding `switches` times and then parked on a release channel.
+// Timed: creation until the last has parked, plus release until all are done (the RSS
+// reading in between is not timed).
+func alloc(n, switches int) (time.Duration, int64) {
+	var parked atomic.Int64
+	allParked := make(chan struct{})
 	release := make(chan struct{})
 	var done sync.WaitGroup
 	done.Add(n)
@@ -82,19 +91,23 @@ func alloc(n int) (time.Duration, int64) {
 	for i := 0; i < n; i++ {
 		go func() {
 			unitStart()
-			if started.Add(1) == int64(n) {
-				close(allStarted)
+			for j := 0; j < switches; j++ {
+				runtime.Gosched()
+			}
+			if parked.Add(1) == int64(n) {
+				close(allParked)
 			}
 			<-release
 			done.Done()
 		}()
 	}
-	<-allStarted
-	elapsed := time.Since(t0)
+	<-allParked
+	toPeak := time.Since(t0)
 	rss1 := rssBytes()
+	t1 := time.Now()
 	close(release)
 	done.Wait()
-	return elapsed, rss1 - rss0
+	return toPeak + time.Since(t1), rss1 - rss0
 }
 
 // switchGosched: two goroutines, each calling runtime.Gosched() `switches` times.
@@ -141,25 +154,8 @@ func switchChan(switches int) time.Duration {
 	return time.Since(t0)
 }
 
-func warm(n, repeats int) []time.Duration {
-	reps := make([]time.Duration, 0, repeats)
-	for r := 0; r < repeats; r++ {
-		var done sync.WaitGroup
-		done.Add(n)
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			go func() {
-				unitStart()
-				done.Done()
-			}()
-		}
-		done.Wait()
-		reps = append(reps, time.Since(t0))
-	}
-	return reps
-}
-
-func throughput(units, switches, repeats int) []time.Duration {
+// rounds: `repeats` times, `units` goroutines that each yield `switches` times, joined.
+func rounds(units, switches, repeats int) []time.Duration {
 	reps := make([]time.Duration, 0, repeats)
 	for r := 0; r < repeats; r++ {
 		var done sync.WaitGroup
@@ -208,7 +204,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	elapsed, growth := alloc(s.allocUnits)
+	elapsed, growth := alloc(s.allocUnits, s.allocSwitches)
 	emit("alloc", "us_per_unit", us(elapsed)/float64(s.allocUnits), "us")
 	emit("alloc", "bytes_per_unit", float64(growth)/float64(s.allocUnits), "bytes")
 
@@ -226,11 +222,11 @@ func main() {
 	emit("switch", "us_per_switch", us(d)/total, "us")
 	emit("switch", "switches_per_s", total/d.Seconds(), "switches/s")
 
-	reps := warm(s.warmUnits, s.warmRepeats)
+	reps := rounds(s.warmUnits, s.warmSwitches, s.warmRepeats)
 	emit("warm", "first_alloc_us", us(reps[0])/float64(s.warmUnits), "us")
 	emit("warm", "last_alloc_us", us(reps[len(reps)-1])/float64(s.warmUnits), "us")
 
-	reps = throughput(s.tpUnits, s.tpSwitches, s.tpRepeats)
+	reps = rounds(s.tpUnits, s.tpSwitches, s.tpRepeats)
 	best := reps[0]
 	for _, r := range reps {
 		best = min(best, r)

@@ -1,4 +1,6 @@
-//! `rust-thread`: one OS thread per unit (std::thread, 64 KiB stacks).
+//! `rust-thread`: one OS thread per unit (std::thread, 64 KiB stacks). In `alloc`, `warm` and
+//! `throughput` a switch is `std::thread::yield_now()` (sched_yield, as Ruby's benchmark uses
+//! `Thread.pass`); the 2-unit `switch` case is a strict hand-off over two channels.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -76,61 +78,51 @@ fn switch_channel(switches: usize) -> Duration {
 impl Competitor for Threads {
     const NAME: &'static str = "rust-thread";
 
-    fn alloc(&mut self, units: usize) -> Alloc {
-        let started = Arc::new(AtomicUsize::new(0));
-        let all_started = Arc::new(Gate::default());
+    fn alloc(&mut self, units: usize, switches: usize) -> Alloc {
+        let parked = Arc::new(AtomicUsize::new(0));
+        let all_parked = Arc::new(Gate::default());
         let release = Arc::new(Gate::default());
         let mut handles = Vec::with_capacity(units);
         let rss0 = rss_bytes();
         let t0 = Instant::now();
         for _ in 0..units {
-            let (started, all_started, release) =
-                (started.clone(), all_started.clone(), release.clone());
+            let (parked, all_parked, release) = (parked.clone(), all_parked.clone(), release.clone());
             handles.push(spawn(move || {
-                if started.fetch_add(1, Ordering::AcqRel) + 1 == units {
-                    all_started.open();
+                for _ in 0..switches {
+                    thread::yield_now();
+                }
+                if parked.fetch_add(1, Ordering::AcqRel) + 1 == units {
+                    all_parked.open();
                 }
                 release.wait();
             }));
         }
-        all_started.wait();
-        let elapsed = t0.elapsed();
+        all_parked.wait();
+        let to_peak = t0.elapsed();
         let rss1 = rss_bytes();
+        let t1 = Instant::now();
         release.open();
         join_all(handles);
-        Alloc { elapsed, rss_growth: rss1 - rss0 }
+        Alloc { elapsed: to_peak + t1.elapsed(), rss_growth: rss1 - rss0 }
     }
 
     fn switch(&mut self, switches: usize) -> Duration {
         switch_channel(switches)
     }
 
-    fn warm(&mut self, units: usize, repeats: usize) -> Vec<Duration> {
+    fn rounds(&mut self, units: usize, switches: usize, repeats: usize) -> Vec<Duration> {
         (0..repeats)
             .map(|_| {
-                let mut handles = Vec::with_capacity(units);
                 let t0 = Instant::now();
-                for _ in 0..units {
-                    handles.push(spawn(|| {}));
-                }
-                join_all(handles);
-                t0.elapsed()
-            })
-            .collect()
-    }
-
-    fn throughput(&mut self, units: usize, switches: usize, repeats: usize) -> Vec<Duration> {
-        (0..repeats)
-            .map(|_| {
-                let mut handles = Vec::with_capacity(units);
-                let t0 = Instant::now();
-                for _ in 0..units {
-                    handles.push(spawn(move || {
-                        for _ in 0..switches {
-                            thread::yield_now();
-                        }
-                    }));
-                }
+                let handles = (0..units)
+                    .map(|_| {
+                        spawn(move || {
+                            for _ in 0..switches {
+                                thread::yield_now();
+                            }
+                        })
+                    })
+                    .collect();
                 join_all(handles);
                 t0.elapsed()
             })

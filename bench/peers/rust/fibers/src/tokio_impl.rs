@@ -32,86 +32,62 @@ async fn join_all(handles: Vec<JoinHandle<()>>) {
     }
 }
 
+async fn yielding(switches: usize) {
+    for _ in 0..switches {
+        yield_now().await;
+    }
+}
+
 impl Competitor for Tokio {
     const NAME: &'static str = "tokio";
 
-    fn alloc(&mut self, units: usize) -> Alloc {
+    fn alloc(&mut self, units: usize, switches: usize) -> Alloc {
         self.rt.block_on(async move {
-            let started = Arc::new(AtomicUsize::new(0));
-            let all_started = Arc::new(Notify::new());
+            let parked = Arc::new(AtomicUsize::new(0));
+            let all_parked = Arc::new(Notify::new());
             let release = Arc::new(Notify::new());
             let mut handles = Vec::with_capacity(units);
             let rss0 = rss_bytes();
             let t0 = Instant::now();
             for _ in 0..units {
-                let (started, all_started, release) =
-                    (started.clone(), all_started.clone(), release.clone());
+                let (parked, all_parked, release) = (parked.clone(), all_parked.clone(), release.clone());
                 handles.push(tokio::spawn(async move {
-                    // Register for the release before counting in, so that the creator's
-                    // notify_waiters (after the last one counted) reaches every unit.
+                    yielding(switches).await;
+                    // Created before counting in, so that the creator's notify_waiters (after
+                    // the last one counted) completes it even though it was not polled yet.
                     let released = release.notified();
-                    if started.fetch_add(1, Ordering::AcqRel) + 1 == units {
-                        all_started.notify_one();
+                    if parked.fetch_add(1, Ordering::AcqRel) + 1 == units {
+                        all_parked.notify_one();
                     }
                     released.await;
                 }));
             }
-            // Spawned tasks run only once the creator waits: it waits for the last one.
-            all_started.notified().await;
-            let elapsed = t0.elapsed();
+            // Spawned tasks run only once the creator waits: the last one to park wakes it.
+            all_parked.notified().await;
+            let to_peak = t0.elapsed();
             let rss1 = rss_bytes();
+            let t1 = Instant::now();
             release.notify_waiters();
             join_all(handles).await;
-            Alloc { elapsed, rss_growth: rss1 - rss0 }
+            Alloc { elapsed: to_peak + t1.elapsed(), rss_growth: rss1 - rss0 }
         })
     }
 
     fn switch(&mut self, switches: usize) -> Duration {
         self.rt.block_on(async move {
             let t0 = Instant::now();
-            let handles = (0..2)
-                .map(|_| {
-                    tokio::spawn(async move {
-                        for _ in 0..switches {
-                            yield_now().await;
-                        }
-                    })
-                })
-                .collect();
+            let handles = (0..2).map(|_| tokio::spawn(yielding(switches))).collect();
             join_all(handles).await;
             t0.elapsed()
         })
     }
 
-    fn warm(&mut self, units: usize, repeats: usize) -> Vec<Duration> {
+    fn rounds(&mut self, units: usize, switches: usize, repeats: usize) -> Vec<Duration> {
         self.rt.block_on(async move {
             let mut reps = Vec::with_capacity(repeats);
             for _ in 0..repeats {
-                let mut handles = Vec::with_capacity(units);
                 let t0 = Instant::now();
-                for _ in 0..units {
-                    handles.push(tokio::spawn(async {}));
-                }
-                join_all(handles).await;
-                reps.push(t0.elapsed());
-            }
-            reps
-        })
-    }
-
-    fn throughput(&mut self, units: usize, switches: usize, repeats: usize) -> Vec<Duration> {
-        self.rt.block_on(async move {
-            let mut reps = Vec::with_capacity(repeats);
-            for _ in 0..repeats {
-                let mut handles = Vec::with_capacity(units);
-                let t0 = Instant::now();
-                for _ in 0..units {
-                    handles.push(tokio::spawn(async move {
-                        for _ in 0..switches {
-                            yield_now().await;
-                        }
-                    }));
-                }
+                let handles = (0..units).map(|_| tokio::spawn(yielding(switches))).collect();
                 join_all(handles).await;
                 reps.push(t0.elapsed());
             }
