@@ -1,8 +1,10 @@
 #!/bin/sh
 # Regenerates benchpb/ from ../../proto/bench.proto. The generated files are committed so that
-# building the peer needs only the Go toolchain. Needs protoc and
-#   go install google.golang.org/protobuf/cmd/protoc-gen-go@latest
-#   go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@latest
+# building the peer needs only the Go toolchain. Needs protoc (Debian: protobuf-compiler) and
+#   go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+#   go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+# These versions with protoc 3.21.12 (Debian 12) reproduce the committed files byte for byte
+# (other versions differ at least in the version comments at the top of each file).
 set -e
 cd "$(dirname "$0")"
 PATH="$(go env GOPATH)/bin:$PATH"

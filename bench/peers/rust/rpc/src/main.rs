@@ -2,7 +2,7 @@
 //! served by tonic and called by tonic's generated client over one of several transports.
 //!
 //! ```text
-//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp [--runtime multi|current]
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp [--runtime current|multi]
 //!          [--quick] [--case NAME]
 //! ```
 //!
@@ -14,8 +14,10 @@
 //! * `tonic-tcp`: a tonic `Server` on `127.0.0.1:0`, a `Channel` over loopback.
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
-//! client's transport. To benchmark another in-process channel (spindle-grpc), build a
-//! `BenchClient` on it in [`main`] and hand it to `run_suite`; see [`Transport`].
+//! client's transport ([`Transport`]) and over the async runtime that spawns the concurrent
+//! callers ([`Spawn`]). Adding a competitor (spindle-grpc) is a function that builds its
+//! `BenchClient`, a `Spawn` impl if it runs on another runtime than tokio, and one match arm
+//! in [`main`]; see [`Transport`] for the recipe.
 //!
 //! Output: one JSON line per measurement (bench/peers/README.md). Throughput cases calibrate
 //! their op count from a warm-up, time exactly N ops, then run a shorter pass with the
@@ -30,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt as _};
 use tonic::client::GrpcService;
 use tonic::codegen::{Body as HttpBody, StdError};
 use tonic::{Request, Response, Status};
@@ -137,10 +139,8 @@ impl Bench for Echo {
     }
 }
 
-use tokio_stream::StreamExt as _;
-
 // ---------------------------------------------------------------------------------------
-// The transport seam.
+// The seams: transport and runtime.
 
 /// What [`run_suite`] needs of a client transport: tonic's [`GrpcService`] (any
 /// `tower::Service<http::Request<tonic::body::Body>>` answering `http::Response<B>`), cheap to
@@ -148,16 +148,23 @@ use tokio_stream::StreamExt as _;
 ///
 /// Every competitor is one such service: `BenchServer<Echo>` itself (tonic-direct) or
 /// `tonic::transport::Channel` (tonic-duplex, tonic-tcp). spindle's in-process channel joins
-/// by being one too; in [`main`] it takes one match arm:
+/// by being one too. Adding it takes:
 ///
-/// ```ignore
-/// "spindle-grpc" => {
-///     let channel = spindle_grpc::Channel::new().with_service(BenchServer::new(Echo));
-///     run_suite(BenchClient::new(channel), cfg, out).await
-/// }
-/// ```
-/// (the constructor being whatever spindle-grpc's API turns out to be), plus the dependency
-/// in Cargo.toml and a competitor in rpc.peer.toml.
+/// 1. `spindle-grpc = { path = "../../../../crates/spindle-grpc" }` in rpc/Cargo.toml;
+/// 2. a constructor next to [`tonic_direct`], serving the same [`Echo`]:
+///    ```ignore
+///    fn spindle_grpc() -> BenchClient<spindle_grpc::Channel> {
+///        BenchClient::new(spindle_grpc::Channel::new().add_service(BenchServer::new(Echo)))
+///    }
+///    ```
+///    (whatever spindle-grpc's API turns out to be);
+/// 3. if it runs on spindle's runtime rather than tokio's, an `impl Spawn for Spindle` (next to
+///    [`Tokio`]) that spawns a task on spindle's workers and awaits its result;
+/// 4. one arm in [`main`]'s match, running the suite on that runtime:
+///    ```ignore
+///    "spindle-grpc" => spindle::Runtime::new()?.block_on(run_suite(Spindle, spindle_grpc(), cfg, &out)),
+///    ```
+/// 5. a `[[competitor]] name = "spindle-grpc"` in rpc.peer.toml (`--competitor spindle-grpc`).
 trait Transport:
     GrpcService<
         tonic::body::Body,
@@ -184,6 +191,39 @@ impl<T> Transport for T where
 {
 }
 
+/// What [`run_suite`] needs of the async runtime: spawning the concurrent callers as tasks
+/// (so that the runtime can interleave them) and awaiting their results. Everything else the
+/// suite uses (tokio's mpsc and Mutex, tokio-stream) works on any executor.
+trait Spawn: Copy + Send + Sync + 'static {
+    /// Spawns `fut` as a task; the returned future resolves to its output (and resumes its
+    /// panic, if it panicked).
+    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+}
+
+/// tokio's `spawn`, on whichever runtime (current_thread or multi_thread) runs the suite.
+#[derive(Clone, Copy)]
+struct Tokio;
+
+impl Spawn for Tokio {
+    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = tokio::spawn(fut);
+        async move {
+            match task.await {
+                Ok(out) => out,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("a caller task was cancelled: {e}"),
+            }
+        }
+    }
+}
+
 /// tonic-direct: the generated client on the generated server, no transport at all.
 fn tonic_direct() -> BenchClient<BenchServer<Echo>> {
     BenchClient::new(BenchServer::new(Echo))
@@ -199,11 +239,8 @@ async fn tonic_duplex() -> Result<BenchClient<tonic::transport::Channel>> {
     use tonic::transport::{Endpoint, Server, Uri};
 
     let (client_io, server_io) = tokio::io::duplex(DUPLEX_BUFFER);
-    tokio::spawn(
-        Server::builder()
-            .add_service(BenchServer::new(Echo))
-            .serve_with_incoming(tokio_stream::once(Ok::<_, std::io::Error>(server_io))),
-    );
+    let incoming = tokio_stream::once(Ok::<_, std::io::Error>(server_io));
+    tokio::spawn(Server::builder().add_service(BenchServer::new(Echo)).serve_with_incoming(incoming));
     let mut client_io = Some(client_io);
     // The URI is never resolved: the connector hands over the pipe's other end, once.
     let channel = Endpoint::from_static("http://in-memory.invalid")
@@ -225,15 +262,8 @@ async fn tonic_tcp() -> Result<BenchClient<tonic::transport::Channel>> {
 
     let incoming = TcpIncoming::bind("127.0.0.1:0".parse()?)?.with_nodelay(Some(true));
     let addr = incoming.local_addr()?;
-    tokio::spawn(
-        Server::builder()
-            .add_service(BenchServer::new(Echo))
-            .serve_with_incoming(incoming),
-    );
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?
-        .tcp_nodelay(true)
-        .connect()
-        .await?;
+    tokio::spawn(Server::builder().add_service(BenchServer::new(Echo)).serve_with_incoming(incoming));
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?.tcp_nodelay(true).connect().await?;
     Ok(BenchClient::new(channel))
 }
 
@@ -326,23 +356,34 @@ async fn unary_loop<T: Transport>(mut client: BenchClient<T>, data: Bytes, count
 }
 
 /// `n` unary echoes in all, by `g` concurrent tasks (g == 1: in the calling task).
-async fn unary_calls<T: Transport>(client: &BenchClient<T>, data: &Bytes, n: u64, g: u64) -> Result<()> {
+async fn unary_calls<S: Spawn, T: Transport>(
+    rt: S,
+    client: &BenchClient<T>,
+    data: &Bytes,
+    n: u64,
+    g: u64,
+) -> Result<()> {
     if g == 1 {
         return unary_loop(client.clone(), data.clone(), n).await;
     }
     let tasks: Vec<_> = (0..g)
         .map(|i| {
             let count = n / g + u64::from(i < n % g);
-            tokio::spawn(unary_loop(client.clone(), data.clone(), count))
+            rt.spawn(unary_loop(client.clone(), data.clone(), count))
         })
         .collect();
     for task in tasks {
-        task.await??;
+        task.await?;
     }
     Ok(())
 }
 
-async fn server_stream_calls<T: Transport>(client: &BenchClient<T>, n: u64, count: u32, size: u32) -> Result<()> {
+async fn server_stream_calls<T: Transport>(
+    client: &BenchClient<T>,
+    n: u64,
+    count: u32,
+    size: u32,
+) -> Result<()> {
     let mut client = client.clone();
     for _ in 0..n {
         let mut stream = client.server_stream(StreamRequest { count, size }).await?.into_inner();
@@ -362,11 +403,7 @@ async fn server_stream_calls<T: Transport>(client: &BenchClient<T>, n: u64, coun
 
 async fn bidi_echo<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) -> Result<()> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Payload>(1);
-    let responses = client
-        .clone()
-        .bidi(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await?
-        .into_inner();
+    let responses = client.clone().bidi(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
     let data = payload(32);
     // measure() takes an FnMut whose futures may not borrow it mutably; the lock is taken once
     // per batch, never per op.
@@ -394,16 +431,21 @@ async fn bidi_echo<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>
     }
 }
 
-async fn latency<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) -> Result<()> {
+async fn latency<S: Spawn, T: Transport>(
+    rt: S,
+    cfg: Config,
+    out: &Out,
+    client: &BenchClient<T>,
+) -> Result<()> {
     let (tasks, calls) = (cfg.lat_tasks, cfg.lat_calls);
     let data = payload(32);
     let warm = (tasks * calls / 10 + tasks) as u64;
-    unary_calls(client, &data, warm, tasks as u64).await.map_err(|e| format!("latency warm-up: {e}"))?;
+    unary_calls(rt, client, &data, warm, tasks as u64).await.map_err(|e| format!("latency warm-up: {e}"))?;
 
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
             let (mut client, data) = (client.clone(), data.clone());
-            tokio::spawn(async move {
+            rt.spawn(async move {
                 let mut lat = Vec::with_capacity(calls);
                 for _ in 0..calls {
                     let start = Instant::now();
@@ -416,7 +458,7 @@ async fn latency<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) 
         .collect();
     let mut all = Vec::with_capacity(tasks * calls);
     for handle in handles {
-        all.extend(handle.await??);
+        all.extend(handle.await?);
     }
     all.sort_unstable();
     for p in [50, 90, 95, 99] {
@@ -428,8 +470,13 @@ async fn latency<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) 
     Ok(())
 }
 
-/// The whole suite, on any transport.
-async fn run_suite<T: Transport>(client: BenchClient<T>, cfg: Config, out: &Out) -> Result<()> {
+/// The whole suite, on any transport, with its concurrent callers spawned by `rt`.
+async fn run_suite<S: Spawn, T: Transport>(
+    rt: S,
+    client: BenchClient<T>,
+    cfg: Config,
+    out: &Out,
+) -> Result<()> {
     for (case, size) in [
         ("unary_32", 32),
         ("unary_64", 64),
@@ -440,7 +487,7 @@ async fn run_suite<T: Transport>(client: BenchClient<T>, cfg: Config, out: &Out)
     ] {
         if out.wants(case) {
             let data = payload(size);
-            measure(cfg, out, case, 1, |n| unary_calls(&client, &data, n, 1)).await?;
+            measure(cfg, out, case, 1, |n| unary_calls(rt, &client, &data, n, 1)).await?;
         }
     }
     if out.wants("server_stream_100x32") {
@@ -453,11 +500,11 @@ async fn run_suite<T: Transport>(client: BenchClient<T>, cfg: Config, out: &Out)
         let case = format!("concurrent_{g}");
         if out.wants(&case) {
             let data = payload(32);
-            measure(cfg, out, &case, g, |n| unary_calls(&client, &data, n, g)).await?;
+            measure(cfg, out, &case, g, |n| unary_calls(rt, &client, &data, n, g)).await?;
         }
     }
     if out.wants("latency") {
-        latency(cfg, out, &client).await?;
+        latency(rt, cfg, out, &client).await?;
     }
     Ok(())
 }
@@ -465,16 +512,26 @@ async fn run_suite<T: Transport>(client: BenchClient<T>, cfg: Config, out: &Out)
 // ---------------------------------------------------------------------------------------
 
 const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp \
-                     [--runtime multi|current] [--quick] [--case NAME]";
+                     [--runtime current|multi] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[
-    "unary_32", "unary_64", "unary_1k", "unary_10k", "unary_100k", "unary_1m",
-    "server_stream_100x32", "bidi_echo", "concurrent_10", "concurrent_50", "concurrent_100", "latency",
+    "unary_32",
+    "unary_64",
+    "unary_1k",
+    "unary_10k",
+    "unary_100k",
+    "unary_1m",
+    "server_stream_100x32",
+    "bidi_echo",
+    "concurrent_10",
+    "concurrent_50",
+    "concurrent_100",
+    "latency",
 ];
 
 fn main() {
     let mut competitor = None;
-    let mut runtime = String::from("multi");
+    let mut runtime = String::from("current");
     let mut quick = false;
     let mut only = None;
     let mut args = std::env::args().skip(1);
@@ -501,41 +558,61 @@ fn main() {
         }
     }
     let cfg = if quick {
-        Config { target: Duration::from_millis(30), warmup: Duration::from_millis(10), min_ops: 5, lat_tasks: 10, lat_calls: 200 }
-    } else {
-        Config { target: Duration::from_secs(1), warmup: Duration::from_millis(200), min_ops: 20, lat_tasks: 10, lat_calls: 5000 }
-    };
-    let rt = match runtime.as_str() {
-        "multi" => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
-        "current" => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        _ => {
-            eprintln!("unknown runtime {runtime:?}\n{USAGE}");
-            std::process::exit(2);
+        Config {
+            target: Duration::from_millis(30),
+            warmup: Duration::from_millis(10),
+            min_ops: 5,
+            lat_tasks: 10,
+            lat_calls: 200,
         }
+    } else {
+        Config {
+            target: Duration::from_secs(1),
+            warmup: Duration::from_millis(200),
+            min_ops: 20,
+            lat_tasks: 10,
+            lat_calls: 5000,
+        }
+    };
+    if !["current", "multi"].contains(&runtime.as_str()) {
+        eprintln!("unknown runtime {runtime:?}\n{USAGE}");
+        std::process::exit(2);
     }
-    .expect("tokio runtime");
     eprintln!(
         "# rpc-peer: competitor={competitor} runtime={runtime} cores={}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
     let out = Out { competitor: competitor.clone(), only };
-    // The suite runs as a task, as callers in a tokio program do (on a worker thread of the
-    // multi-thread runtime, not on the thread blocked in block_on).
-    let result = rt.block_on(async move {
-        let suite = tokio::spawn(async move {
-            match competitor.as_str() {
-                "tonic-direct" => run_suite(tonic_direct(), cfg, &out).await,
-                "tonic-duplex" => run_suite(tonic_duplex().await?, cfg, &out).await,
-                "tonic-tcp" => run_suite(tonic_tcp().await?, cfg, &out).await,
-                // "spindle-grpc" => ... (see `Transport`)
-                other => Err(format!("unknown competitor {other:?}\n{USAGE}").into()),
-            }
-        });
-        suite.await?
-    });
+    let result = match competitor.as_str() {
+        "tonic-direct" => {
+            on_tokio(&runtime, async move { run_suite(Tokio, tonic_direct(), cfg, &out).await })
+        }
+        "tonic-duplex" => {
+            on_tokio(&runtime, async move { run_suite(Tokio, tonic_duplex().await?, cfg, &out).await })
+        }
+        "tonic-tcp" => {
+            on_tokio(&runtime, async move { run_suite(Tokio, tonic_tcp().await?, cfg, &out).await })
+        }
+        // "spindle-grpc" => ... (see `Transport`)
+        other => {
+            eprintln!("unknown competitor {other:?}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
     if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
+}
+
+/// Runs `suite` on a tokio runtime (`current`: current_thread, `multi`: multi_thread with a
+/// worker per core), as a spawned task, as callers in a tokio program run (on a worker thread
+/// of the multi-thread runtime, not on the thread blocked in `block_on`).
+fn on_tokio(runtime: &str, suite: impl Future<Output = Result<()>> + Send + 'static) -> Result<()> {
+    let rt = match runtime {
+        "multi" => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
+        _ => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+    };
+    rt.block_on(async { tokio::spawn(suite).await? })
 }
