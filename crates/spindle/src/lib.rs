@@ -27,8 +27,13 @@
 
 pub mod fiber;
 mod loom;
+pub mod net;
+pub(crate) mod reactor;
 mod sched;
 pub mod sync;
+pub(crate) mod sys;
+pub mod task;
+pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};

@@ -61,6 +61,8 @@ pub(crate) struct Header {
     pub(crate) cancel: Cell<bool>,
     /// Index in the owner's registry of started fibers (owner-only).
     pub(crate) slot: Cell<usize>,
+    /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
+    pub(crate) waker: Cell<Option<std::task::Waker>>,
     /// Park state (module `sync_word`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
@@ -89,6 +91,7 @@ impl Header {
             guard: Cell::new((0, 0)),
             cancel: Cell::new(false),
             slot: Cell::new(usize::MAX),
+            waker: Cell::new(None),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
             join: JoinWord::new(),

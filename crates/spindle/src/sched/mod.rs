@@ -99,14 +99,12 @@ impl Builder {
         });
         fiber::overflow::install_handler();
         let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
-        let shared = Arc::new(WorkerShared::new(id));
+        let shared = Arc::new(WorkerShared::new(id)?);
         let worker_shared = shared.clone();
         let worker_config = config.clone();
         let handle = thread::Builder::new()
             .name(format!("{}-0", self.thread_name))
             .spawn(move || Worker::new(worker_shared, worker_config).run())?;
-        // Set before any fiber can be scheduled, so that no wake-up is ever missed.
-        shared.thread.set(handle.thread().clone()).expect("worker thread set twice");
         Ok(Runtime { config, worker: shared, thread: Some(handle) })
     }
 }
@@ -181,8 +179,7 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.worker.shutdown.store(true, Ordering::Release);
-        self.worker.wake();
+        self.worker.request_shutdown();
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() && !thread::panicking() {
                 panic!("a spindle worker thread panicked");

@@ -25,7 +25,9 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+use std::time::Instant;
 
 use super::registry::Registry;
 use super::Config;
@@ -35,6 +37,25 @@ use crate::fiber::overflow;
 use crate::fiber::stack::StackPool;
 use crate::fiber::sync_word::Park;
 use crate::fiber::Cancelled;
+use crate::reactor::wheel::{TimerKey, TimerWheel};
+use crate::reactor::Driver;
+use crate::sys::epoll::Event;
+
+/// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
+const BUSY_POLL_INTERVAL: u32 = 64;
+
+/// Wakes a fiber: the `Waker` of fibers, so that futures, timers and I/O wake them alike.
+struct FiberWake(FiberRef);
+
+impl Wake for FiberWake {
+    fn wake(self: Arc<Self>) {
+        unpark(&self.0);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        unpark(&self.0);
+    }
+}
 
 /// How long a worker must stay idle before it gives its cached stacks' pages back.
 const TRIM_AFTER_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -65,33 +86,34 @@ pub(crate) struct WorkerShared {
     pub(crate) runtime_id: u64,
     inbox: Mutex<Vec<FiberRef>>,
     has_inbox: AtomicBool,
-    pub(crate) thread: OnceLock<std::thread::Thread>,
     pub(crate) shutdown: AtomicBool,
+    /// The worker's epoll instance, wake-up eventfd and registrations.
+    pub(crate) driver: Driver,
 }
 
 impl WorkerShared {
-    pub(crate) fn new(runtime_id: u64) -> WorkerShared {
-        WorkerShared {
+    pub(crate) fn new(runtime_id: u64) -> std::io::Result<WorkerShared> {
+        Ok(WorkerShared {
             runtime_id,
             inbox: Mutex::new(Vec::new()),
             has_inbox: AtomicBool::new(false),
-            thread: OnceLock::new(),
             shutdown: AtomicBool::new(false),
-        }
+            driver: Driver::new()?,
+        })
     }
 
     /// Hands a runnable fiber to this worker from any thread and wakes the worker.
     pub(crate) fn schedule_remote(&self, fiber: FiberRef) {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(fiber);
-        self.has_inbox.store(true, Ordering::Release);
-        self.wake();
+        // SeqCst: ordered before the driver's read of `sleeping` (reactor invariant 3).
+        self.has_inbox.store(true, Ordering::SeqCst);
+        self.driver.wake();
     }
 
-    /// Wakes the worker thread if it sleeps (a no-op syscall-wise when it does not).
-    pub(crate) fn wake(&self) {
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+    /// Asks the worker to shut down and wakes it.
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.driver.force_wake();
     }
 }
 
@@ -107,6 +129,14 @@ pub(crate) struct Worker {
     finished: Cell<Option<FiberRef>>,
     pool: RefCell<crate::fiber::stack::StackPool>,
     registry: RefCell<Registry>,
+    /// Timers of the fibers and futures of this worker.
+    timers: RefCell<TimerWheel<Waker>>,
+    /// Reused buffers: epoll events, fired timers.
+    events: RefCell<Vec<Event>>,
+    fired: RefCell<Vec<Waker>>,
+    /// Switches since the last non-blocking poll of the reactor (busy workers poll I/O and
+    /// timers every `BUSY_POLL_INTERVAL` switches).
+    ticks: Cell<u32>,
 }
 
 impl Worker {
@@ -121,6 +151,10 @@ impl Worker {
             finished: Cell::new(None),
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
+            timers: RefCell::new(TimerWheel::new(Instant::now())),
+            events: RefCell::new(Vec::with_capacity(256)),
+            fired: RefCell::new(Vec::new()),
+            ticks: Cell::new(0),
         }
     }
 
@@ -137,20 +171,111 @@ impl Worker {
                 break;
             }
             log::trace!("worker idle with {} parked fibers", self.registry.borrow().len());
-            // Idle. Trim the stack pool only once the worker has stayed idle for a while, so
-            // that back-to-back bursts of fibers reuse warm stacks instead of faulting their
-            // pages in again.
-            if self.pool.borrow().needs_trim() {
-                std::thread::park_timeout(TRIM_AFTER_IDLE);
-                if !self.has_runnable() && !self.shared.shutdown.load(Ordering::Acquire) {
-                    self.pool.borrow_mut().trim();
-                }
-            } else {
-                std::thread::park();
-            }
+            self.idle();
         }
         self.cancel_all();
         WORKER.with(|w| w.set(std::ptr::null()));
+    }
+
+    /// The scheduler context has nothing to run: fire due timers, then block in the reactor
+    /// until I/O, a timer or a remote wake-up makes something runnable. Trims the stack pool
+    /// once the worker has stayed idle for `TRIM_AFTER_IDLE`.
+    fn idle(&self) {
+        let now = Instant::now();
+        self.fire_timers(now);
+        if self.has_runnable() {
+            return;
+        }
+        let next_timer = self.timers.borrow().next_deadline().map(|d| d.saturating_duration_since(now));
+        let trim = self.pool.borrow().needs_trim();
+        let timeout = match (next_timer, trim) {
+            (Some(t), true) => Some(t.min(TRIM_AFTER_IDLE)),
+            (Some(t), false) => Some(t),
+            (None, true) => Some(TRIM_AFTER_IDLE),
+            (None, false) => None,
+        };
+        let driver = &self.shared.driver;
+        driver.prepare_sleep();
+        if self.has_runnable() || self.shared.shutdown.load(Ordering::SeqCst) {
+            driver.cancel_sleep();
+            return;
+        }
+        let ready = {
+            let mut events = self.events.borrow_mut();
+            driver.poll(&mut events, timeout).unwrap_or_else(|e| {
+                log::error!("epoll_wait failed: {e}");
+                0
+            })
+        };
+        let after = Instant::now();
+        self.fire_timers(after);
+        if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
+            self.pool.borrow_mut().trim();
+        }
+    }
+
+    /// Wakes the owners of every timer that is due (after releasing the wheel: a waker may
+    /// add timers).
+    fn fire_timers(&self, now: Instant) {
+        let mut wakers = {
+            let mut timers = self.timers.borrow_mut();
+            if timers.is_empty() {
+                return;
+            }
+            let mut buf = std::mem::take(&mut *self.fired.borrow_mut());
+            timers.advance(now, |w| buf.push(w));
+            buf
+        };
+        for w in wakers.drain(..) {
+            w.wake();
+        }
+        *self.fired.borrow_mut() = wakers;
+    }
+
+    /// Counts a switch; every `BUSY_POLL_INTERVAL` of them, polls the reactor without blocking.
+    #[inline]
+    fn tick(&self) {
+        let ticks = self.ticks.get().wrapping_add(1);
+        self.ticks.set(ticks);
+        if ticks & (BUSY_POLL_INTERVAL - 1) == 0 {
+            self.poll_busy();
+        }
+    }
+
+    /// A busy worker's look at the reactor: non-blocking, only when something could be due.
+    #[cold]
+    fn poll_busy(&self) {
+        let has_timers = !self.timers.borrow().is_empty();
+        if has_timers {
+            self.fire_timers(Instant::now());
+        }
+        if self.shared.driver.has_registrations() {
+            let mut events = self.events.borrow_mut();
+            if let Err(e) = self.shared.driver.poll(&mut events, Some(std::time::Duration::ZERO)) {
+                log::error!("epoll_wait failed: {e}");
+            }
+        }
+    }
+
+    /// Adds a timer that wakes `waker` at `deadline`.
+    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerKey {
+        self.timers.borrow_mut().insert(deadline, waker)
+    }
+
+    /// Cancels a timer (no-op if it fired already).
+    pub(crate) fn cancel_timer(&self, key: TimerKey) {
+        let _ = self.timers.borrow_mut().cancel(key);
+    }
+
+    /// A waker that unparks the running fiber (cached in its header until it finishes).
+    pub(crate) fn current_waker(&self) -> Waker {
+        self.with_current(|f| {
+            let fiber = f.expect("current_waker outside a fiber");
+            let cached = fiber.header.waker.take();
+            let waker = cached.unwrap_or_else(|| Waker::from(Arc::new(FiberWake(fiber.clone()))));
+            fiber.header.waker.set(Some(waker.clone()));
+            waker
+        })
     }
 
     /// Queues a fiber that is runnable on this worker (local, no synchronisation).
@@ -264,6 +389,7 @@ impl Worker {
     /// `next`, when given, is the fiber to try first (the caller popped it already).
     #[inline]
     fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
+        self.tick();
         let target = loop {
             match next.take().or_else(|| self.pop_runnable()) {
                 None => {
@@ -312,7 +438,10 @@ impl Worker {
     /// Yields the running fiber: it goes to the back of the run queue.
     pub(crate) fn yield_fiber(&self) {
         let Some(next) = self.pop_runnable() else {
-            return check_cancel(self); // nothing else to run: keep running
+            // Nothing else is runnable: keep running, but still look at the reactor now and
+            // then, or a fiber spinning on yield_now would starve timers and I/O.
+            self.tick();
+            return check_cancel(self);
         };
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
@@ -340,6 +469,8 @@ impl Worker {
     /// Ends the running fiber: the next context recycles it. Never returns.
     fn finish(&self) -> ! {
         let me = self.current.take().expect("finish outside a fiber");
+        // Break the fiber -> waker -> fiber cycle now that nothing can wait on its behalf.
+        drop(me.header.waker.take());
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
         let previous = self.finished.replace(Some(me));

@@ -1,0 +1,238 @@
+//! `IoSource`: a non-blocking socket plus its (lazy) reactor registration, and the two ways
+//! to wait on it: parking the fiber (blocking-style calls) or registering a `Waker` (futures).
+//!
+//! # Invariants
+//!
+//! - The socket is always in non-blocking mode; a call that would block returns `WouldBlock`
+//!   to this module, never blocks the worker.
+//! - A socket is registered with a reactor only when a call first returns `WouldBlock` (a
+//!   listener that is bound and dropped costs no `epoll_ctl`). It stays registered with the
+//!   worker that registered it; wake-ups reach waiters on any worker through their wakers.
+//! - The registration is forgotten (`Driver::deregister`) before the descriptor closes, so an
+//!   event still queued for it is recognised as stale (reactor invariant 2).
+//! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
+//!   the descriptor, so the types work everywhere.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use crate::reactor::io::{Direction, ScheduledIo};
+use crate::sched::worker::{self, WorkerShared};
+
+struct Registration {
+    io: Arc<ScheduledIo>,
+    token: u64,
+    owner: Arc<WorkerShared>,
+}
+
+/// A non-blocking socket and its reactor registration.
+pub(crate) struct IoSource {
+    socket: Socket,
+    registration: OnceLock<Registration>,
+    /// Read and write timeouts in nanoseconds; `u64::MAX` = none.
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+}
+
+const NO_TIMEOUT: u64 = u64::MAX;
+
+impl std::fmt::Debug for IoSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoSource").field("fd", &self.socket.as_raw_fd()).finish()
+    }
+}
+
+impl IoSource {
+    /// Wraps a socket, switching it to non-blocking mode if `already_nonblocking` is false.
+    pub(crate) fn new(socket: Socket, already_nonblocking: bool) -> io::Result<IoSource> {
+        if !already_nonblocking {
+            socket.set_nonblocking(true)?;
+        }
+        Ok(IoSource {
+            socket,
+            registration: OnceLock::new(),
+            read_timeout: AtomicU64::new(NO_TIMEOUT),
+            write_timeout: AtomicU64::new(NO_TIMEOUT),
+        })
+    }
+
+    pub(crate) fn socket(&self) -> &Socket {
+        &self.socket
+    }
+
+    pub(crate) fn set_timeout(&self, dir: Direction, timeout: Option<Duration>) -> io::Result<()> {
+        if timeout == Some(Duration::ZERO) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a zero timeout is not allowed"));
+        }
+        let nanos = timeout.map_or(NO_TIMEOUT, |d| u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT - 1));
+        self.slot(dir).store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn timeout(&self, dir: Direction) -> Option<Duration> {
+        match self.slot(dir).load(Ordering::Relaxed) {
+            NO_TIMEOUT => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    fn slot(&self, dir: Direction) -> &AtomicU64 {
+        match dir {
+            Direction::Read => &self.read_timeout,
+            Direction::Write => &self.write_timeout,
+        }
+    }
+
+    /// The registration, made with the current worker's reactor if there is none yet.
+    fn registration(&self) -> io::Result<Option<&Registration>> {
+        if let Some(reg) = self.registration.get() {
+            return Ok(Some(reg));
+        }
+        let Some(worker) = worker::current() else { return Ok(None) };
+        let owner = worker.shared.clone();
+        let (io, token) = owner.driver.register(self.socket.as_raw_fd())?;
+        let reg = Registration { io, token, owner };
+        if let Err(reg) = self.registration.set(reg) {
+            // Another thread registered first (the socket is shared): undo ours.
+            reg.owner.driver.deregister(reg.token);
+        }
+        Ok(self.registration.get())
+    }
+
+    /// Runs `op` until it does not return `WouldBlock`, waiting for readiness in between
+    /// (parking the fiber, or blocking a plain thread in `poll(2)`), honouring the timeout of
+    /// `dir` (or `deadline` when given).
+    pub(crate) fn blocking<R>(
+        &self,
+        dir: Direction,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&Socket) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let deadline = deadline.or_else(|| self.timeout(dir).map(|t| Instant::now() + t));
+        loop {
+            let seen = self.registration.get().map(|r| r.io.tick(dir));
+            match op(&self.socket) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(dir, seen, deadline)?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits until an event of `dir` newer than `seen` (or, when the socket was not registered
+    /// before the attempt, any readiness) or the deadline.
+    fn wait(&self, dir: Direction, seen: Option<u32>, deadline: Option<Instant>) -> io::Result<()> {
+        let in_fiber = worker::current().filter(|w| w.current_fiber().is_some());
+        let Some(worker) = in_fiber else { return self.wait_thread(dir, deadline) };
+        let Some(reg) = self.registration()? else { return self.wait_thread(dir, deadline) };
+        // A fresh registration reports the current readiness as its first event (tick 1).
+        let seen = seen.unwrap_or(0);
+        let waker = worker.current_waker();
+        if !reg.io.register(dir, seen, &waker) {
+            return Ok(());
+        }
+        let timer = deadline.map(|d| worker.add_timer(d, waker.clone()));
+        // Unregister and cancel on every way out, unwinding (runtime shutdown) included.
+        struct Cleanup<'a> {
+            io: &'a ScheduledIo,
+            dir: Direction,
+            waker: &'a std::task::Waker,
+            timer: Option<crate::reactor::wheel::TimerKey>,
+        }
+        impl Drop for Cleanup<'_> {
+            fn drop(&mut self) {
+                self.io.unregister(self.dir, self.waker);
+                if let (Some(key), Some(worker)) = (self.timer, worker::current()) {
+                    worker.cancel_timer(key);
+                }
+            }
+        }
+        let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
+        loop {
+            crate::fiber::park();
+            if reg.io.tick(dir) != seen {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the operation timed out"));
+            }
+        }
+    }
+
+    /// Blocks a plain thread in `poll(2)` until the socket is ready for `dir` or the deadline.
+    fn wait_thread(&self, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
+        let events = match dir {
+            Direction::Read => libc::POLLIN | libc::POLLPRI | libc::POLLRDHUP,
+            Direction::Write => libc::POLLOUT,
+        };
+        loop {
+            let timeout_ms = match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "the operation timed out"));
+                    }
+                    left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
+                }
+            };
+            let mut pfd = libc::pollfd { fd: self.socket.as_raw_fd(), events, revents: 0 };
+            // SAFETY: one valid pollfd; the descriptor is open for the duration of the call.
+            let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            if rc > 0 {
+                return Ok(());
+            }
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// The future-side counterpart of [`blocking`](Self::blocking): tries `op`, and on
+    /// `WouldBlock` registers the task's waker and returns `Pending`.
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut op: impl FnMut(&Socket) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let seen = self.registration.get().map(|r| r.io.tick(dir));
+            match op(&self.socket) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return Poll::Ready(other),
+            }
+            let reg = match self.registration() {
+                Ok(Some(reg)) => reg,
+                Ok(None) => {
+                    return Poll::Ready(Err(io::Error::other(
+                        "a spindle socket was polled outside a spindle runtime before it was registered",
+                    )))
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            if reg.io.register(dir, seen.unwrap_or(0), cx.waker()) {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl Drop for IoSource {
+    fn drop(&mut self) {
+        if let Some(reg) = self.registration.take() {
+            reg.owner.driver.deregister(reg.token);
+        }
+        // The socket closes after this, which also removes it from the epoll set.
+    }
+}

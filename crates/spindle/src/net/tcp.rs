@@ -1,0 +1,319 @@
+//! TCP listeners and streams.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::each_addr;
+use super::source::IoSource;
+use crate::reactor::io::Direction;
+
+/// The backlog of `TcpListener::bind` (the kernel caps it at `net.core.somaxconn`).
+const BACKLOG: i32 = 1024;
+
+/// A TCP socket server. `accept` parks the calling fiber until a connection arrives.
+#[derive(Debug)]
+pub struct TcpListener {
+    source: IoSource,
+}
+
+/// A TCP connection. `Read`/`Write` park the calling fiber while the socket is not ready.
+#[derive(Debug)]
+pub struct TcpStream {
+    source: IoSource,
+}
+
+fn stream_socket(addr: &SocketAddr) -> io::Result<Socket> {
+    // One socket(2) call: non-blocking and close-on-exec are flags of the call itself.
+    Socket::new(Domain::for_address(*addr), Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP))
+}
+
+fn to_std_addr(addr: SockAddr) -> io::Result<SocketAddr> {
+    addr.as_socket().ok_or_else(|| io::Error::other("not an IP socket address"))
+}
+
+impl TcpListener {
+    /// Binds to `addr` with `SO_REUSEADDR` (as `std::net::TcpListener::bind` does) and listens.
+    /// The system calls are exactly socket, setsockopt, bind, listen.
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        each_addr(addr, |a| TcpListener::bind_with(a, false))
+    }
+
+    /// Like [`bind`](Self::bind), also setting `SO_REUSEPORT` so that several listeners (one
+    /// per worker, say) can share the address and the kernel balances connections.
+    pub fn bind_reuseport(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        each_addr(addr, |a| TcpListener::bind_with(a, true))
+    }
+
+    fn bind_with(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+        let socket = stream_socket(&addr)?;
+        socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(BACKLOG)?;
+        Ok(TcpListener { source: IoSource::new(socket, true)? })
+    }
+
+    /// Takes over a std listener (switching it to non-blocking mode).
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        Ok(TcpListener { source: IoSource::new(Socket::from(listener), false)? })
+    }
+
+    /// Waits for a connection and returns it with the peer's address. In a fiber this parks
+    /// the fiber. An error such as `EMFILE` (too many open files) is returned as is: the
+    /// listener stays usable, and the caller decides whether to log, back off and retry.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (socket, addr) = self.source.blocking(Direction::Read, None, accept4)?;
+        Ok((TcpStream { source: IoSource::new(socket, true)? }, to_std_addr(addr)?))
+    }
+
+    /// The future-side `accept`.
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        match self.source.poll_io(cx, Direction::Read, accept4) {
+            Poll::Ready(Ok((socket, addr))) => Poll::Ready(
+                IoSource::new(socket, true).and_then(|source| Ok((TcpStream { source }, to_std_addr(addr)?))),
+            ),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// An endless iterator over accepted connections (`accept` in a loop).
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        to_std_addr(self.source.socket().local_addr()?)
+    }
+
+    /// Sets how long `accept` may wait before failing with `TimedOut` (`None`: forever).
+    pub fn set_accept_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Read, timeout)
+    }
+
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.source.socket().take_error()
+    }
+}
+
+fn accept4(socket: &Socket) -> io::Result<(Socket, SockAddr)> {
+    // accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC: one system call, no fcntl afterwards.
+    // SAFETY: `try_init` hands us valid storage and length pointers for the peer address,
+    // and accept4 writes at most `*len` bytes there.
+    let (fd, addr) = unsafe {
+        SockAddr::try_init(|storage, len| {
+            let fd = libc::accept4(
+                socket.as_raw_fd(),
+                storage.cast(),
+                len,
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            );
+            if fd < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(fd)
+            }
+        })
+    }?;
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    let accepted = unsafe { <Socket as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok((accepted, addr))
+}
+
+/// Iterator returned by [`TcpListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn next(&mut self) -> Option<io::Result<TcpStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+impl TcpStream {
+    /// Connects to `addr` (trying each resolved address in turn). In a fiber, waiting for the
+    /// handshake parks the fiber. A closed port gives `ConnectionRefused`.
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        each_addr(addr, |a| TcpStream::connect_inner(a, None))
+    }
+
+    /// Like [`connect`](Self::connect) with a limit on the handshake; `TimedOut` past it.
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        TcpStream::connect_inner(*addr, Some(Instant::now() + timeout))
+    }
+
+    fn connect_inner(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+        let socket = stream_socket(&addr)?;
+        let stream = TcpStream { source: IoSource::new(socket, true)? };
+        match stream.source.socket().connect(&addr.into()) {
+            Ok(()) => return Ok(stream),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        // Writable means the handshake ended; SO_ERROR says how.
+        stream.source.blocking(Direction::Write, deadline, |s| match s.take_error()? {
+            Some(err) => Err(err),
+            None => match s.peer_addr() {
+                Ok(_) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Err(io::ErrorKind::WouldBlock.into()),
+                Err(e) => Err(e),
+            },
+        })?;
+        Ok(stream)
+    }
+
+    /// Takes over a std stream (switching it to non-blocking mode).
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream { source: IoSource::new(Socket::from(stream), false)? })
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        to_std_addr(self.source.socket().peer_addr()?)
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        to_std_addr(self.source.socket().local_addr()?)
+    }
+
+    /// Shuts down the read half, the write half or both (a half-close sends FIN).
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.source.socket().shutdown(how)
+    }
+
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.source.socket().set_tcp_nodelay(nodelay)
+    }
+
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.source.socket().tcp_nodelay()
+    }
+
+    /// Sets how long a read may wait before failing with `TimedOut` (`None`: forever; zero
+    /// is rejected with `InvalidInput`, as in std).
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Read, timeout)
+    }
+
+    /// Sets how long a write may wait before failing with `TimedOut`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Write, timeout)
+    }
+
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Read))
+    }
+
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Write))
+    }
+
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.source.socket().take_error()
+    }
+
+    /// Reads without removing the data from the queue.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.source.blocking(Direction::Read, None, |s| {
+            // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout and recv only writes.
+            s.peek(unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) })
+        })
+    }
+
+    fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.source.blocking(Direction::Read, None, |mut s| s.read(buf))
+    }
+
+    fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
+        self.source.blocking(Direction::Write, None, |mut s| s.write(buf))
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_inner(buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.source.blocking(Direction::Read, None, |mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_inner(buf)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_inner(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.source.blocking(Direction::Write, None, |mut s| s.write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_inner(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl futures_io::AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_io(cx, Direction::Read, |mut s| s.read(buf))
+    }
+}
+
+impl futures_io::AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown(Shutdown::Write))
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.source.socket().as_fd()
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.source.socket().as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.source.socket().as_fd()
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.source.socket().as_raw_fd()
+    }
+}

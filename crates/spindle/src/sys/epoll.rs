@@ -1,0 +1,115 @@
+//! epoll and eventfd, owned file descriptors, errors as `io::Error`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Readiness bits as epoll reports them.
+pub(crate) const READABLE: u32 = libc::EPOLLIN as u32 | libc::EPOLLPRI as u32;
+pub(crate) const WRITABLE: u32 = libc::EPOLLOUT as u32;
+/// The peer closed its side (or the connection died): wakes readers and writers.
+pub(crate) const CLOSED: u32 = libc::EPOLLRDHUP as u32 | libc::EPOLLHUP as u32 | libc::EPOLLERR as u32;
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// An epoll instance.
+#[derive(Debug)]
+pub(crate) struct Epoll {
+    fd: OwnedFd,
+}
+
+/// One readiness event: the registration token and the epoll bits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Event {
+    pub(crate) token: u64,
+    pub(crate) bits: u32,
+}
+
+impl Epoll {
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: plain system call; the result is checked and owned below.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Registers `fd`, edge-triggered, for reading, writing and hang-ups, under `token`.
+    pub(crate) fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLPRI | libc::EPOLLET)
+                as u32,
+            u64: token,
+        };
+        // SAFETY: both descriptors are valid for the call; `ev` is a valid epoll_event.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Registers `fd` level-triggered for reading (the wake-up eventfd).
+    pub(crate) fn add_level_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: as in `add`.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Waits for events (`None` = forever, zero = poll) and appends them to `out`, whose
+    /// capacity bounds how many are taken at once. EINTR counts as "no events".
+    pub(crate) fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+        let timeout_ms = match timeout {
+            None => -1,
+            // Round up: waking before a timer's deadline would only make us wait again.
+            Some(d) => d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
+        };
+        let mut raw: [libc::epoll_event; 256] = [libc::epoll_event { events: 0, u64: 0 }; 256];
+        let max = raw.len().min(out.capacity().max(1)) as libc::c_int;
+        // SAFETY: `raw` has room for `max` events; the epoll fd is valid.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), raw.as_mut_ptr(), max, timeout_ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(err) };
+        }
+        out.extend(raw[..n as usize].iter().map(|e| Event { token: e.u64, bits: e.events }));
+        Ok(())
+    }
+}
+
+/// An eventfd used to wake a worker blocked in `epoll_wait` from another thread.
+#[derive(Debug)]
+pub(crate) struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub(crate) fn new() -> io::Result<EventFd> {
+        // SAFETY: plain system call; the result is checked and owned below.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    pub(crate) fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Makes the eventfd readable (wakes the epoll waiter). Never blocks.
+    pub(crate) fn notify(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to a valid eventfd. EAGAIN (counter full)
+        // still leaves it readable, which is all we need, so the result is ignored.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Resets the eventfd to not readable.
+    pub(crate) fn drain(&self) {
+        let mut value: u64 = 0;
+        // SAFETY: reads 8 bytes into a valid u64; EAGAIN (already drained) is fine.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
+    }
+}

@@ -1,0 +1,165 @@
+//! Timers: `sleep`, `sleep_until` and `timeout`, for fibers and for futures.
+//!
+//! Each worker keeps a hierarchical timer wheel (1 ms resolution, O(1) insert and cancel);
+//! its event loop blocks in `epoll_wait` no longer than the next deadline. A timer never
+//! fires early: deadlines round up to the next millisecond tick.
+//!
+//! In a fiber, [`sleep`] parks the fiber; on a plain thread it is `std::thread::sleep`. The
+//! futures [`Sleep`] and [`Timeout`] register with the worker that polls them; polling them
+//! outside a spindle worker panics with a message saying so.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use crate::reactor::wheel::TimerKey;
+use crate::sched::worker;
+
+/// Suspends the caller for at least `duration`: parks the fiber, or sleeps the thread.
+pub fn sleep(duration: Duration) {
+    sleep_until(Instant::now() + duration);
+}
+
+/// Suspends the caller until `deadline` (returns at once if it has passed).
+pub fn sleep_until(deadline: Instant) {
+    let Some(worker) = worker::current().filter(|w| w.current_fiber().is_some()) else {
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        return;
+    };
+    if Instant::now() >= deadline {
+        return;
+    }
+    let key = worker.add_timer(deadline, worker.current_waker());
+    // Cancels the timer on every way out, including the unwinding of a cancelled fiber.
+    struct Cancel(TimerKey);
+    impl Drop for Cancel {
+        fn drop(&mut self) {
+            if let Some(worker) = worker::current() {
+                worker.cancel_timer(self.0);
+            }
+        }
+    }
+    let _cancel = Cancel(key);
+    while Instant::now() < deadline {
+        crate::fiber::park();
+    }
+}
+
+/// A future that completes at a deadline. Created by [`sleep_future`] / [`sleep_until_future`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    timer: Option<(TimerKey, std::task::Waker)>,
+}
+
+/// A future that completes after `duration`.
+pub fn sleep_future(duration: Duration) -> Sleep {
+    sleep_until_future(Instant::now() + duration)
+}
+
+/// A future that completes at `deadline`.
+pub fn sleep_until_future(deadline: Instant) -> Sleep {
+    Sleep { deadline, timer: None }
+}
+
+impl Sleep {
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Moves the deadline (the pending timer, if any, is replaced).
+    pub fn reset(&mut self, deadline: Instant) {
+        self.cancel();
+        self.deadline = deadline;
+    }
+
+    fn cancel(&mut self) {
+        if let Some((key, _)) = self.timer.take() {
+            if let Some(worker) = worker::current() {
+                worker.cancel_timer(key);
+            }
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            self.cancel();
+            return Poll::Ready(());
+        }
+        if let Some((_, waker)) = &self.timer {
+            if waker.will_wake(cx.waker()) {
+                return Poll::Pending; // the registered timer will wake this same task
+            }
+        }
+        self.cancel();
+        let worker = worker::current().expect(
+            "a spindle timer future was polled outside a spindle worker; poll it in a fiber or a spindle task",
+        );
+        let key = worker.add_timer(self.deadline, cx.waker().clone());
+        self.timer = Some((key, cx.waker().clone()));
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// The error of a [`Timeout`] whose deadline passed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(_: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, Elapsed)
+    }
+}
+
+/// Runs `future` with a time limit: `Ok(output)`, or `Err(Elapsed)` if `duration` passes
+/// first (the inner future is then dropped, which cancels it).
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout { future, sleep: sleep_future(duration) }
+}
+
+/// Future returned by [`timeout`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Timeout<F> {
+    future: F,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning: `future` is never moved out of the pinned Timeout, and
+        // `sleep` is Unpin.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above; `this.future` stays where it is until the Timeout drops.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(v) = future.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

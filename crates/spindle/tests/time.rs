@@ -1,0 +1,95 @@
+//! Timers: sleeps that never end early, timeouts that fire and ones that are cancelled, many
+//! timers at once, and timers at runtime shutdown.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use spindle::time::{sleep, sleep_future, timeout, Elapsed};
+use spindle::Runtime;
+
+#[test]
+fn sleep_in_a_fiber_parks_it_and_never_ends_early() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        let t0 = Instant::now();
+        let sleeper = spindle::spawn(move || {
+            sleep(Duration::from_millis(30));
+            t0.elapsed()
+        });
+        // While it sleeps, this fiber keeps running: the worker is not blocked.
+        let mut spins = 0u64;
+        while !sleeper.is_finished() {
+            spins += 1;
+            spindle::yield_now();
+        }
+        assert!(spins > 0);
+        assert!(sleeper.join().unwrap() >= Duration::from_millis(30));
+    });
+}
+
+#[test]
+fn many_timers_fire_in_deadline_order() {
+    let rt = Runtime::new().unwrap();
+    let order = rt.block_on(|| {
+        let (tx, rx) = spindle::sync::unbounded();
+        for ms in [50u64, 10, 40, 20, 30, 0] {
+            let tx = tx.clone();
+            spindle::spawn(move || {
+                sleep(Duration::from_millis(ms));
+                tx.send(ms).unwrap();
+            });
+        }
+        drop(tx);
+        rx.iter().collect::<Vec<_>>()
+    });
+    assert_eq!(order, vec![0, 10, 20, 30, 40, 50]);
+}
+
+#[test]
+fn timeout_fires_on_a_slow_future_and_passes_a_fast_one() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        let slow = timeout(Duration::from_millis(20), sleep_future(Duration::from_secs(30)));
+        let t0 = Instant::now();
+        assert_eq!(spindle::task::block_on(slow), Err(Elapsed));
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        assert!(t0.elapsed() < Duration::from_secs(10), "the 30 s timer must not be waited for");
+        let fast = timeout(Duration::from_secs(30), async { 7 });
+        assert_eq!(spindle::task::block_on(fast), Ok(7));
+    });
+}
+
+#[test]
+fn a_hundred_thousand_timers_cancelled_and_fired() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        // Each future registers a far timer and is dropped (cancelling it) after one poll.
+        for i in 0..100_000u64 {
+            let mut s = std::pin::pin!(sleep_future(Duration::from_secs(3600 + i)));
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            assert!(s.as_mut().poll(&mut cx).is_pending());
+        }
+        let handles: Vec<_> =
+            (0..1000).map(|i| spindle::spawn(move || sleep(Duration::from_millis(i % 7)))).collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+    });
+}
+
+#[test]
+fn shutdown_cancels_sleeping_fibers() {
+    let rt = Runtime::new().unwrap();
+    let h = rt.spawn(|| sleep(Duration::from_secs(3600)));
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    drop(rt);
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+}
+
+#[test]
+fn sleep_on_a_plain_thread_sleeps_the_thread() {
+    let t0 = Instant::now();
+    sleep(Duration::from_millis(5));
+    assert!(t0.elapsed() >= Duration::from_millis(5));
+}
