@@ -8,6 +8,8 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -74,22 +76,69 @@ pub fn key_metrics(suite: Suite) -> &'static [(&'static str, &'static str, &'sta
     }
 }
 
-/// Draws a horizontal bar chart to `path`.
+/// Above this ratio of the longest bar to the shortest, the value axis is logarithmic: on a
+/// linear axis a 0.03 µs switch next to a 17 µs one would be an invisible bar.
+pub const LOG_SCALE_RATIO: f64 = 50.0;
+
+/// Whether `bars` are drawn on a logarithmic axis.
+pub fn wants_log_scale(bars: &[Bar]) -> bool {
+    let positive = || bars.iter().map(|b| b.value.min(b.min)).filter(|v| *v > 0.0);
+    let low = positive().fold(f64::INFINITY, f64::min);
+    let high = bars.iter().map(|b| b.max.max(b.value)).fold(0.0f64, f64::max);
+    bars.iter().all(|b| b.value > 0.0 && b.min > 0.0) && low.is_finite() && high / low > LOG_SCALE_RATIO
+}
+
+/// Draws a horizontal bar chart to `path`, on a logarithmic axis when the values span more
+/// than [`LOG_SCALE_RATIO`] (the axis title then says so).
 pub fn bar_chart(path: &Path, title: &str, axis: &str, bars: &[Bar]) -> Result<()> {
     let n = u32::try_from(bars.len()).context("too many bars")?;
     let height = 100 + 32 * n.max(1);
     let root = SVGBackend::new(path, (760, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let top = bars.iter().map(|b| b.max.max(b.value)).fold(0.0f64, f64::max);
-    let x_max = if top > 0.0 { top * 1.2 } else { 1.0 };
-    // Segment i is drawn from the bottom; put the first bar at the top.
+    if wants_log_scale(bars) {
+        let low = bars.iter().map(|b| b.value.min(b.min)).fold(f64::INFINITY, f64::min);
+        // Whole decades around the data, with room on the right for the labels.
+        let from = 10f64.powf(low.log10().floor());
+        let to = 10f64.powf((top * 4.0).log10().ceil());
+        let axis = format!("{axis}; logarithmic scale");
+        draw(&root, title, &axis, bars, (from..to).log_scale(), from, &|b: &Bar| b.max.max(b.value) * 1.08)?;
+    } else {
+        let x_max = if top > 0.0 { top * 1.2 } else { 1.0 };
+        draw(&root, title, axis, bars, 0f64..x_max, 0.0, &|b: &Bar| b.max.max(b.value) + x_max * 0.01)?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Draws the bars on `root` with the value axis `x_spec`; bars start at `base` and each value
+/// is printed at `text_x`.
+fn draw<X>(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    title: &str,
+    axis: &str,
+    bars: &[Bar],
+    x_spec: X,
+    base: f64,
+    text_x: &dyn Fn(&Bar) -> f64,
+) -> Result<()>
+where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let n = u32::try_from(bars.len()).context("too many bars")?;
+    // Segment i is drawn from the bottom; put the first bar at the top. A segmented range
+    // `0..k` has k + 1 segments (its end is included), so `0..n - 1` has one per bar; a
+    // single bar keeps `0..1` (plotters cannot map the empty range `0..0`) and an empty slot.
+    let last_segment = if n > 1 { n - 1 } else { 1 };
     let at = |i: usize| n - 1 - i as u32;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
+        .margin_right(36)
         .x_label_area_size(42)
         .y_label_area_size(150)
-        .build_cartesian_2d(0f64..x_max, (0u32..n.max(1)).into_segmented())
+        .build_cartesian_2d(x_spec, (0u32..last_segment).into_segmented())
         .map_err(|e| anyhow!("{e}"))?;
     let label_of = |v: &SegmentValue<u32>| match v {
         SegmentValue::CenterOf(i) if *i < n => bars[(n - 1 - i) as usize].label.clone(),
@@ -109,7 +158,7 @@ pub fn bar_chart(path: &Path, title: &str, axis: &str, bars: &[Bar]) -> Result<(
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let colour = if b.ours { OURS } else { PEER };
             let mut rect = Rectangle::new(
-                [(0.0, SegmentValue::Exact(at(i))), (b.value, SegmentValue::Exact(at(i) + 1))],
+                [(base, SegmentValue::Exact(at(i))), (b.value, SegmentValue::Exact(at(i) + 1))],
                 colour.filled(),
             );
             rect.set_margin(6, 6, 0, 0);
@@ -126,15 +175,12 @@ pub fn bar_chart(path: &Path, title: &str, axis: &str, bars: &[Bar]) -> Result<(
         .map_err(|e| anyhow!("{e}"))?;
     let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
     chart
-        .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Text::new(
-                num(b.value),
-                (b.max.max(b.value) + x_max * 0.01, SegmentValue::CenterOf(at(i))),
-                style.clone(),
-            )
-        }))
+        .draw_series(
+            bars.iter().enumerate().map(|(i, b)| {
+                Text::new(num(b.value), (text_x(b), SegmentValue::CenterOf(at(i))), style.clone())
+            }),
+        )
         .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
 
@@ -208,6 +254,21 @@ mod tests {
         for text in ["spindle", "go-goroutine", "Switch, µs", "25.00"] {
             assert!(svg.contains(text), "missing {text}");
         }
+        assert!(!svg.contains("logarithmic"));
+        // Values three decades apart go on a logarithmic axis.
+        let wide = vec![
+            Bar { label: "spindle".into(), value: 0.03, min: 0.02, max: 0.04, ours: true },
+            Bar { label: "go-locked-thread".into(), value: 17.0, min: 15.0, max: 20.0, ours: false },
+        ];
+        assert!(wants_log_scale(&wide) && !wants_log_scale(&bars));
+        bar_chart(&path, "Switch, µs", "us_per_switch (us)", &wide).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("logarithmic scale") && svg.contains("0.0300"), "{svg}");
+        // One bar: the degenerate range still draws it, labelled.
+        let one = &bars[..1];
+        bar_chart(&path, "One", "x", one).unwrap();
+        let svg = fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("spindle") && svg.contains("10.00"), "{svg}");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

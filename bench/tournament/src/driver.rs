@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use crate::aggregate::{self, Aggregate};
 use crate::charts;
 use crate::http::{self, HttpSettings, HttpTools};
-use crate::machine::{self, Machine};
+use crate::machine::{self, Contention, Machine};
 use crate::manifest::{self, Discovery};
 use crate::proc::{self, Failure};
 use crate::report::{self, Entry, ReportInput, Status, SuiteReport, Toolchain};
@@ -104,12 +104,14 @@ pub fn run(config: &Config) -> Result<Outcome> {
     }
     let mut installer = Installer::new(config.install);
     let mut toolchains = Vec::new();
+    let mut contention = Contention::default();
     let mut wrk_version = None;
     let mut suites = Vec::new();
     let mut all_lines = Vec::new();
     for &suite in &config.suites {
         let mut done = run_one_suite(config, suite, &discovery, &mut installer, &ui);
         toolchains.append(&mut done.toolchains);
+        contention.samples.append(&mut done.contention.samples);
         if done.wrk_version.is_some() {
             wrk_version = done.wrk_version;
         }
@@ -137,7 +139,10 @@ pub fn run(config: &Config) -> Result<Outcome> {
         runs: config.runs,
         warmup: config.warmup,
         http: config.http.clone(),
+        pinned: http::pinned_cpus(),
         machine,
+        load_end: machine::load_average().unwrap_or_else(|| "unknown".into()),
+        contention,
         toolchains,
         wrk: wrk_version,
         manifest_errors,
@@ -184,6 +189,7 @@ fn remove_old_charts(dir: &Path) {
 
 struct SuiteDone {
     report: SuiteReport,
+    contention: Contention,
     toolchains: Vec<Toolchain>,
     wrk_version: Option<String>,
 }
@@ -211,9 +217,12 @@ fn run_one_suite(
     let mut notes = Vec::new();
     let mut taken = BTreeSet::new();
     for broken in discovery.broken.iter().filter(|b| b.suite == Some(suite)) {
-        let path = broken.path.display().to_string();
-        let failure = Failure::new(format!("manifest {path} is invalid: {}", broken.error), "");
-        ui.log(&failure.what);
+        let path = broken.path.strip_prefix(&config.peers_dir).unwrap_or(&broken.path).display().to_string();
+        // A TOML error spans several lines (the line, a caret, the message): the first goes in
+        // the status, all of it in the failure's detail block.
+        let first = broken.error.lines().next().unwrap_or("").trim();
+        let failure = Failure::new(format!("manifest {path} is invalid: {first}"), &broken.error);
+        ui.log(&format!("manifest {path} is invalid: {}", broken.error));
         let names = if broken.competitors.is_empty() {
             vec![format!("(manifest {path})")]
         } else {
@@ -295,7 +304,8 @@ fn run_one_suite(
             }
         }
     }
-    let outcomes = run::run_suite(&plan, &entrants, ui);
+    let mut contention = Contention::default();
+    let outcomes = run::run_suite_sampled(&plan, &entrants, ui, &mut contention);
     let cases_per_run = if suite == Suite::Http { plan.http_cases.len() } else { 1 };
     let mut rows: Vec<Aggregate> = Vec::new();
     for (entrant, outcome) in entrants.iter().zip(outcomes) {
@@ -326,10 +336,26 @@ fn run_one_suite(
     aggregate::sort_rows(suite, &mut rows, &order);
     SuiteDone {
         report: SuiteReport { suite, rows, entries, charts: Vec::new(), notes },
+        contention,
         toolchains,
         wrk_version,
     }
 }
+
+/// Why an expected competitor has no row of results: spindle's own programs for a suite arrive
+/// with later issues (a slot, not a failure); a peer simply has no program yet.
+pub fn missing_reason(name: &str) -> &'static str {
+    if is_spindle(name) {
+        SPINDLE_MISSING
+    } else {
+        PEER_MISSING
+    }
+}
+
+/// The status of a spindle slot whose program does not exist yet.
+pub const SPINDLE_MISSING: &str = "not yet implemented (no spindle program for this suite yet)";
+/// The status of an expected peer without a manifest.
+pub const PEER_MISSING: &str = "no peer program yet (no manifest names it)";
 
 /// Expected competitors first, in the suite's order (a "missing" row for each one without a
 /// manifest), then every other competitor in discovery order.
@@ -341,12 +367,7 @@ fn order_entries(config: &Config, suite: Suite, mut entries: Vec<Entry>) -> Vec<
         }
         match entries.iter().position(|e| e.name == *name) {
             Some(i) => ordered.push(entries.remove(i)),
-            None => ordered.push(entry(
-                name,
-                "",
-                "",
-                Status::Missing("no peer program yet (no manifest names it)".into()),
-            )),
+            None => ordered.push(entry(name, "", "", Status::Missing(missing_reason(name).into()))),
         }
     }
     ordered.extend(entries);

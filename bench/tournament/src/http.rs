@@ -5,7 +5,8 @@
 //! 1. Pick a free port (bind `127.0.0.1:0`, read the port, close).
 //! 2. Start the competitor's `run` with `PORT` and `WORKERS` in its environment (and `$PORT`,
 //!    `$WORKERS` substituted in its arguments). For `hello_1w` the server runs under
-//!    `taskset -c 0` and wrk under `taskset -c 1`; `hello_2w` is unpinned. Every competitor is
+//!    `taskset -c A` and wrk under `taskset -c B`, the first two CPUs this process may use
+//!    ([`pinned_cpus`]: 0 and 1 on an unrestricted machine); `hello_2w` is unpinned. Every competitor is
 //!    treated alike.
 //! 3. Wait until the port accepts (the server exiting first is a failure), then send one
 //!    `GET /` and require `200` and the body `Hello, World!`.
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 use crate::manifest::Competitor;
 use crate::proc::{self, Failure, Running};
 use crate::record::Sample;
-use crate::{procfs, wrk};
+use crate::{procfs, sys, wrk};
 
 /// How wrk drives each server.
 #[derive(Debug, Clone)]
@@ -70,7 +71,7 @@ pub struct HttpCase {
     pub name: &'static str,
     /// `$WORKERS`.
     pub workers: u32,
-    /// Server on CPU 0 and wrk on CPU 1.
+    /// Server and wrk pinned to one CPU each ([`pinned_cpus`]).
     pub pinned: bool,
 }
 
@@ -104,10 +105,15 @@ pub fn substitute(arg: &str, port: u16, workers: u32) -> String {
         .replace("$WORKERS", &workers.to_string())
 }
 
-/// The CPU wrk is pinned to in the pinned case (CPU 1, or 0 on a one-CPU machine).
-fn wrk_cpu() -> usize {
-    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-    usize::from(cpus > 1)
+/// The CPUs of the pinned case: the server gets the first CPU this process may use and wrk
+/// the second (the same one on a one-CPU machine). CPUs 0 and 1 on an unrestricted machine.
+pub fn pinned_cpus() -> (usize, usize) {
+    let cpus = sys::allowed_cpus();
+    match cpus.as_slice() {
+        [] => (0, usize::from(thread::available_parallelism().map_or(1, |n| n.get()) > 1)),
+        [only] => (*only, *only),
+        [server, wrk, ..] => (*server, *wrk),
+    }
 }
 
 /// Everything one http run needs besides the competitor.
@@ -144,7 +150,7 @@ impl HttpRun<'_> {
         let mut cmd = match taskset {
             Some(taskset) => {
                 let mut cmd = Command::new(taskset);
-                cmd.args(["-c", "0"]).arg(program);
+                cmd.args(["-c", &pinned_cpus().0.to_string()]).arg(program);
                 cmd
             }
             None => Command::new(program),
@@ -180,7 +186,7 @@ impl HttpRun<'_> {
             let mut cmd = match taskset {
                 Some(taskset) => {
                     let mut cmd = Command::new(taskset);
-                    cmd.args(["-c", &wrk_cpu().to_string()]).arg(wrk);
+                    cmd.args(["-c", &pinned_cpus().1.to_string()]).arg(wrk);
                     cmd
                 }
                 None => Command::new(wrk),

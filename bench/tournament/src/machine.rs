@@ -23,6 +23,8 @@ pub struct Machine {
     pub kernel: String,
     /// `rustc --version`.
     pub rustc: String,
+    /// The 1, 5 and 15 minute load averages when the tournament started.
+    pub load: String,
 }
 
 const UNKNOWN: &str = "unknown";
@@ -44,8 +46,55 @@ impl Machine {
             memory: mem_total(&meminfo).unwrap_or_else(|| UNKNOWN.into()),
             kernel,
             rustc: command_line(&["rustc", "--version"]).unwrap_or_else(|| UNKNOWN.into()),
+            load: load_average().unwrap_or_else(|| UNKNOWN.into()),
         }
     }
+}
+
+/// Other processes' runnable tasks right now: the running count of /proc/loadavg's fourth
+/// field (`"2/345"`) minus the thread reading it. Sampled between runs, when no benchmark
+/// process of the tournament is alive, it tells how much other work competed for the CPUs.
+pub fn others_runnable() -> Option<u32> {
+    parse_runnable(&fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The running count of a /proc/loadavg line, minus one (the reader).
+pub fn parse_runnable(loadavg: &str) -> Option<u32> {
+    let field = loadavg.split_whitespace().nth(3)?;
+    let running: u32 = field.split('/').next()?.parse().ok()?;
+    Some(running.saturating_sub(1))
+}
+
+/// How busy the machine was with other work, from samples of [`others_runnable`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Contention {
+    /// The samples.
+    pub samples: Vec<u32>,
+}
+
+impl Contention {
+    /// The mean number of other runnable tasks, if sampled.
+    pub fn mean(&self) -> Option<f64> {
+        (!self.samples.is_empty())
+            .then(|| self.samples.iter().map(|&s| f64::from(s)).sum::<f64>() / self.samples.len() as f64)
+    }
+
+    /// Whether other work took, on average, more than a quarter of `cores`.
+    pub fn busy(&self, cores: usize) -> bool {
+        self.mean().is_some_and(|m| m > cores.max(1) as f64 / 4.0)
+    }
+}
+
+/// The 1, 5 and 15 minute load averages, from /proc/loadavg (`"0.52 0.58 0.59"`).
+pub fn load_average() -> Option<String> {
+    let text = fs::read_to_string("/proc/loadavg").ok()?;
+    let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+    (fields.len() == 3).then(|| fields.join(" "))
+}
+
+/// The first number of a load average string.
+pub fn one_minute_load(load: &str) -> Option<f64> {
+    load.split_whitespace().next()?.parse().ok()
 }
 
 /// The first line a command prints, if it runs and succeeds.
@@ -87,6 +136,24 @@ mod tests {
         let meminfo = "MemTotal:       24588412 kB\nMemFree:        1 kB\n";
         assert_eq!(mem_total(meminfo).as_deref(), Some("23.4 GiB"));
         assert_eq!(mem_total(""), None);
+    }
+
+    #[test]
+    fn load_average_and_contention() {
+        assert_eq!(one_minute_load("2.50 1.00 0.50"), Some(2.5));
+        assert_eq!(one_minute_load("unknown"), None);
+        let m = Machine::probe();
+        assert!(m.load == UNKNOWN || one_minute_load(&m.load).is_some(), "{}", m.load);
+        assert_eq!(parse_runnable("0.52 0.58 0.59 3/345 9876"), Some(2));
+        assert_eq!(parse_runnable("0.52 0.58 0.59 0/345 9876"), Some(0));
+        assert_eq!(parse_runnable("garbage"), None);
+        assert!(others_runnable().is_some());
+        let quiet = Contention { samples: vec![0, 1, 0, 0] };
+        assert_eq!(quiet.mean(), Some(0.25));
+        assert!(!quiet.busy(2));
+        let loaded = Contention { samples: vec![3, 4] };
+        assert!(loaded.busy(2));
+        assert!(!Contention::default().busy(2));
     }
 
     #[test]

@@ -238,7 +238,21 @@ pub struct Discovery {
 /// Reads the competitor names of a manifest that failed the strict parse.
 fn lenient_names(text: &str) -> Vec<String> {
     let Ok(table) = text.parse::<toml::Table>() else {
-        return Vec::new();
+        // Not even TOML: take the `name = "..."` lines of [[competitor]] tables.
+        let mut names = Vec::new();
+        let mut in_competitor = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_competitor = line == "[[competitor]]";
+            } else if let Some(value) = line.strip_prefix("name").map(str::trim_start) {
+                let quoted = value.strip_prefix('=').map(str::trim).unwrap_or("");
+                let name = quoted.strip_prefix('"').and_then(|q| q.split('"').next());
+                if let (true, Some(name)) = (in_competitor, name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        return names;
     };
     let Some(toml::Value::Array(list)) = table.get("competitor") else {
         return Vec::new();
@@ -414,5 +428,13 @@ run = ["bin/fibers", "-mode", "thread"]
         assert!(b.error.contains("mystery"));
         fs::remove_dir_all(&dir).unwrap();
         assert!(discover(&dir).manifests.is_empty());
+    }
+
+    #[test]
+    fn names_survive_a_toml_syntax_error() {
+        let text = "language = \"Crystal\"\nbuild = [[\"sh\", \"a \"b\" c\"]]\n\n[[competitor]]\nname = \"crystal\"\n\
+                    run = [\"x\"]\n\n[[competitor]]\nname=\"crystal-mt\"\n";
+        assert!(text.parse::<toml::Table>().is_err());
+        assert_eq!(lenient_names(text), ["crystal", "crystal-mt"]);
     }
 }

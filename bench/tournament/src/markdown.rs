@@ -36,6 +36,19 @@ impl Table {
         self.rows.push(cells.iter().map(|c| escape(c)).collect());
     }
 
+    /// The same table without the columns whose (escaped) header matches `drop`.
+    pub fn without_columns(&self, drop: impl Fn(&str) -> bool) -> Table {
+        let keep: Vec<bool> = self.header.iter().map(|h| !drop(h)).collect();
+        let pick = |cells: &[String]| -> Vec<String> {
+            cells.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.clone()).collect()
+        };
+        Table {
+            header: pick(&self.header),
+            right: self.right.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r).collect(),
+            rows: self.rows.iter().map(|r| pick(r)).collect(),
+        }
+    }
+
     /// Whether the table has no rows.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()

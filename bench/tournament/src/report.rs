@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::aggregate::{Aggregate, FailureLine};
 use crate::charts::ChartRef;
 use crate::http::HttpSettings;
-use crate::machine::Machine;
+use crate::machine::{Contention, Machine};
 use crate::markdown::Table;
 use crate::proc::Failure;
 use crate::suites::Suite;
@@ -172,8 +172,14 @@ pub struct ReportInput {
     pub warmup: bool,
     /// wrk settings.
     pub http: HttpSettings,
+    /// The CPUs of the server and of wrk in `hello_1w`.
+    pub pinned: (usize, usize),
     /// The machine.
     pub machine: Machine,
+    /// The load averages when the tournament ended (the start is in `machine`).
+    pub load_end: String,
+    /// Other work on the machine, sampled before every run.
+    pub contention: Contention,
     /// Toolchain versions.
     pub toolchains: Vec<Toolchain>,
     /// wrk's version, when the http suite ran.
@@ -249,13 +255,16 @@ fn header(out: &mut String, input: &ReportInput) {
          each suite; each figure is the median, with min–max in parentheses.\n",
         input.runs
     ));
+    if !input.suites.iter().any(|s| s.suite == Suite::Http) {
+        return;
+    }
     let h = &input.http;
     out.push_str(&format!(
         "- **HTTP:** each run starts the server afresh, warms it with wrk for {} s, then measures \
-         `wrk -t{} -c{} -d{}s --latency`; `hello_1w` pins the server to CPU 0 and wrk to CPU 1 \
+         `wrk -t{} -c{} -d{}s --latency`; `hello_1w` pins the server to CPU {} and wrk to CPU {} \
          with taskset, `hello_2w` is unpinned. CPU µs/request is the server process tree's \
          utime+stime during the measurement ÷ requests.\n",
-        h.warmup_s, h.threads, h.connections, h.duration_s
+        h.warmup_s, h.threads, h.connections, h.duration_s, input.pinned.0, input.pinned.1
     ));
 }
 
@@ -267,11 +276,35 @@ fn machine(out: &mut String, input: &ReportInput) {
     t.row(vec!["CPU".into(), m.cpu_model.clone()]);
     t.row(vec!["Memory".into(), m.memory.clone()]);
     t.row(vec!["Kernel".into(), m.kernel.clone()]);
+    t.row(vec![
+        "Load average (1/5/15 min)".into(),
+        format!(
+            "{} at the start, {} at the end (the end includes the tournament's own load)",
+            m.load, input.load_end
+        ),
+    ]);
+    let others = match input.contention.mean() {
+        Some(mean) => format!(
+            "{mean:.2} on average, {} at most ({} samples, one before each run)",
+            input.contention.samples.iter().max().copied().unwrap_or(0),
+            input.contention.samples.len()
+        ),
+        None => "not sampled".into(),
+    };
+    t.row(vec!["Other runnable tasks between runs".into(), others]);
     t.row(vec!["rustc (harness)".into(), m.rustc.clone()]);
     if let Some(wrk) = &input.wrk {
         t.row(vec!["wrk".into(), wrk.clone()]);
     }
     out.push_str(&t.render());
+    if input.contention.busy(m.cores) {
+        out.push_str(
+            "\n> **Warning:** the machine was busy: between runs, other processes kept more than a \
+             quarter of its cores busy on average, so they competed with the benchmarks. The \
+             figures are noisier and slower than on an idle machine and the min–max spreads are \
+             wide; compare ratios rather than absolute figures, or re-run on an idle machine.\n",
+        );
+    }
     out.push_str("\n### Toolchains\n\n");
     if input.toolchains.is_empty() {
         out.push_str("_No manifest was set up, so no toolchain version was recorded._\n");
@@ -288,23 +321,40 @@ fn suite_section(out: &mut String, suite: &SuiteReport) {
     let view = suite.view();
     out.push_str(&format!("\n## {}\n\n{}\n", suite.suite, suite.suite.description()));
     out.push_str("\n### Competitors\n\n");
-    let mut t = Table::new(&["Competitor", "Language", "Status", "Notes"], &[]);
+    let mut t = Table::new(&["Competitor", "Language", "Status"], &[]);
     for e in &suite.entries {
-        t.row(vec![view.display(&e.name), e.language.clone(), e.status_text(), e.notes.clone()]);
+        t.row(vec![view.display(&e.name), e.language.clone(), e.status_text()]);
     }
     out.push_str(&t.render());
     for note in &suite.notes {
         out.push_str(&format!("\n> {note}\n"));
     }
+    let described: Vec<&Entry> = suite.entries.iter().filter(|e| !e.notes.is_empty()).collect();
+    if !described.is_empty() {
+        out.push_str("\nHow each competitor is built and run:\n\n");
+        for e in described {
+            let language = if e.language.is_empty() { String::new() } else { format!(" ({})", e.language) };
+            out.push_str(&format!("- **{}**{language}: {}\n", e.name, one_line(&e.notes)));
+        }
+    }
     out.push_str("\n### Results\n");
     if suite.rows.is_empty() {
         out.push_str("\n_No competitor produced measurements in this suite._\n");
     } else {
-        out.push_str(&format!(
-            "\n\"vs {}\" columns: how far {} is ahead of that row (> 1× = ahead).\n",
-            view.ours(),
-            view.ours()
-        ));
+        if view.ours_measured() {
+            out.push_str(&format!(
+                "\n\"vs {}\" columns: how far {} is ahead of that row (> 1× = ahead).\n",
+                view.ours(),
+                view.ours()
+            ));
+        } else {
+            out.push_str(&format!(
+                "\n{} has no measurements in this suite yet, so the tables have no \"vs {}\" column; \
+                 they show the peers side by side.\n",
+                view.ours(),
+                view.ours()
+            ));
+        }
         out.push_str(&tables::render(&view));
         out.push_str(&tables::others(&view));
     }
@@ -335,6 +385,11 @@ fn suite_section(out: &mut String, suite: &SuiteReport) {
             }
         }
     }
+}
+
+/// Notes as one line of a Markdown list item.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

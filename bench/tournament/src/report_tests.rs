@@ -58,6 +58,7 @@ fn input(suites: Vec<SuiteReport>) -> ReportInput {
         runs: 3,
         warmup: false,
         http: HttpSettings::new(true),
+        pinned: (0, 1),
         machine: Machine {
             cores: 2,
             cpuinfo_processors: 2,
@@ -65,7 +66,10 @@ fn input(suites: Vec<SuiteReport>) -> ReportInput {
             memory: "1.0 GiB".into(),
             kernel: "Linux 6.1".into(),
             rustc: "rustc 1.95.0".into(),
+            load: "0.10 0.20 0.30".into(),
         },
+        load_end: "0.40 0.50 0.60".into(),
+        contention: crate::machine::Contention { samples: vec![0, 2, 1] },
         toolchains: vec![Toolchain {
             language: "Go".into(),
             suite: Suite::Fibers,
@@ -140,7 +144,7 @@ fn missing_competitors_have_rows() {
     let md = render(&all_suites());
     for suite in Suite::ALL {
         for name in &suite.expected()[2..] {
-            let line = format!("| {name} |  | no peer program yet (no manifest names it) |  |");
+            let line = format!("| {name} |  | no peer program yet (no manifest names it) |");
             assert!(md.contains(&line), "no row for {name} in {suite}");
         }
     }
@@ -170,8 +174,11 @@ fn suites_without_spindle_rows_say_so() {
         ..ran("node")
     });
     let md = render(&input(vec![suite_report(Suite::Tcp, rows, entries)]));
-    assert!(md.contains("spindle has no results in the tcp suite yet (no peer program yet"));
+    assert!(md.contains("**spindle** has no results in the tcp suite yet: no peer program yet"));
     assert!(md.contains("| node | Lang | could not run: build step `x` exited with status 1 |"));
+    // Without spindle rows the tables drop their empty "vs spindle" columns.
+    assert!(md.contains("no \"vs spindle\" column"));
+    assert!(!md.contains("| vs spindle |"));
     // The failure's stderr tail is kept below the tables.
     assert!(md.contains("### Failures"));
     assert!(md.contains("  E2"));
@@ -213,8 +220,20 @@ fn header_and_machine_are_reported() {
         "| Kernel | Linux 6.1 |",
         "| Go | fibers | go version go1.26 |",
         "| wrk | wrk 4.1.0 |",
-        "built \\| run",
+        "- **spindle** (Lang): built | run",
+        "| Load average (1/5/15 min) | 0.10 0.20 0.30 at the start, 0.40 0.50 0.60 at the end",
+        "| Other runnable tasks between runs | 1.00 on average, 2 at most (3 samples, one before each run) |",
+        "> **Warning:** the machine was busy",
     ] {
         assert!(md.contains(text), "missing {text}");
     }
+}
+
+#[test]
+fn unsaturated_pinned_servers_are_flagged() {
+    // 10 µs of CPU per request at 10 req/s is far below one busy core.
+    let md = render(&all_suites());
+    let http = &md[md.find("\n## http").unwrap()..];
+    assert!(http.contains("Not saturated (server CPU below 0.8 cores"), "{http}");
+    assert!(http.contains("req/s rather than the server): spindle, crystal."), "{http}");
 }

@@ -17,6 +17,7 @@
 use std::path::PathBuf;
 
 use crate::http::{self, HttpRun, HttpSettings, HttpTools};
+use crate::machine::{self, Contention};
 use crate::manifest::Competitor;
 use crate::proc::{self, Failure};
 use crate::record::{self, Sample};
@@ -88,6 +89,17 @@ impl Slot<'_> {
 
 /// Runs every entrant of `plan.suite` per the module's schedule.
 pub fn run_suite(plan: &Plan, entrants: &[Entrant], ui: &Ui) -> Vec<Outcome> {
+    run_suite_sampled(plan, entrants, ui, &mut Contention::default())
+}
+
+/// [`run_suite`], sampling before every run how many other tasks are runnable on the machine
+/// (none of the tournament's benchmark processes is alive then).
+pub fn run_suite_sampled(
+    plan: &Plan,
+    entrants: &[Entrant],
+    ui: &Ui,
+    contention: &mut Contention,
+) -> Vec<Outcome> {
     let mut outcomes: Vec<Outcome> =
         entrants.iter().map(|e| Outcome { name: e.competitor.name.clone(), ..Outcome::default() }).collect();
     let mut slots = Vec::new();
@@ -111,10 +123,12 @@ pub fn run_suite(plan: &Plan, entrants: &[Entrant], ui: &Ui) -> Vec<Outcome> {
             format!("run {measured} of {}", plan.runs)
         };
         for slot in &mut slots {
-            ui.step(&format!("{} · {} · {context}", plan.suite, slot.label()));
             if slot.stopped {
+                ui.advance();
                 continue;
             }
+            ui.step(&format!("{} · {} · {context}", plan.suite, slot.label()));
+            contention.samples.extend(machine::others_runnable());
             let outcome = &mut outcomes[slot.outcome];
             match run_once(plan, slot.entrant, slot.case) {
                 Ok(parsed) => {
@@ -136,6 +150,7 @@ pub fn run_suite(plan: &Plan, entrants: &[Entrant], ui: &Ui) -> Vec<Outcome> {
                     slot.stopped = true;
                 }
             }
+            ui.advance();
         }
     }
     ui.finish_suite();

@@ -42,8 +42,8 @@ pub fn render(view: &View) -> String {
             .iter()
             .find(|e| e.name == ours)
             .map(Entry::status_text)
-            .unwrap_or_else(|| "no peer program yet".into());
-        return format!("{ours} has no results in the {} suite yet ({why}).\n", view.suite);
+            .unwrap_or_else(|| crate::driver::SPINDLE_MISSING.into());
+        return format!("**{ours}** has no results in the {} suite yet: {why}.\n", view.suite);
     }
     let peers: Vec<&str> = everyone.into_iter().filter(|c| *c != ours).collect();
     if peers.is_empty() {

@@ -31,6 +31,23 @@ pub fn clock_ticks_per_second() -> u64 {
     u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
 }
 
+/// The CPUs this process may run on (its affinity mask), in increasing order; empty when the
+/// mask cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is a plain bit array for which all-zero bytes are a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the size and pointer describe `set`, which lives
+    // for the whole call.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, the capacity of `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
 /// `SIGTERM`, re-exported so callers need no libc import.
 pub const SIGTERM: i32 = libc::SIGTERM;
 /// `SIGKILL`, re-exported so callers need no libc import.
@@ -45,6 +62,13 @@ mod tests {
         assert!(!kill_group(0, 0));
         assert!(!kill_group(1, 0));
         assert!(!kill_group(u32::MAX, 0));
+    }
+
+    #[test]
+    fn this_process_may_run_somewhere() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -53,6 +53,12 @@ impl<'a> View<'a> {
         names
     }
 
+    /// Whether spindle has at least one measurement in this suite (else the tables drop their
+    /// "vs spindle" columns, which would be empty).
+    pub fn ours_measured(&self) -> bool {
+        self.rows.iter().any(|r| r.competitor == self.ours())
+    }
+
     /// The language of a competitor's manifest.
     pub fn language(&self, comp: &str) -> String {
         self.entries.iter().find(|e| e.name == comp).map(|e| e.language.clone()).unwrap_or_default()
@@ -90,12 +96,16 @@ fn heading(out: &mut String, title: &str) {
     out.push_str(&format!("\n#### {title}\n\n"));
 }
 
-fn emit(out: &mut String, table: &Table, foot: &[&str]) {
+fn emit(out: &mut String, v: &View, table: &Table, foot: &[&str]) {
     if table.is_empty() {
         out.push_str("_No measurements._\n");
         return;
     }
-    out.push_str(&table.render());
+    if v.ours_measured() {
+        out.push_str(&table.render());
+    } else {
+        out.push_str(&table.without_columns(|h| h.starts_with("vs ")).render());
+    }
     if !foot.is_empty() {
         out.push('\n');
         for line in foot {
@@ -132,7 +142,12 @@ fn fibers(v: &View) -> String {
             v.ratio_cell("switch", c, "us_per_switch"),
         ]);
     }
-    emit(&mut out, &t, &["Allocation: time per fiber/thread/task created; switch: time per context switch."]);
+    emit(
+        &mut out,
+        v,
+        &t,
+        &["Allocation: time per fiber/thread/task created; switch: time per context switch."],
+    );
 
     heading(&mut out, "Context switching");
     let mut t = Table::new(&["Competitor"], &["Switches/s", &vs]);
@@ -143,7 +158,7 @@ fn fibers(v: &View) -> String {
             v.ratio_cell("switch", c, "switches_per_s"),
         ]);
     }
-    emit(&mut out, &t, &[]);
+    emit(&mut out, v, &t, &[]);
 
     heading(&mut out, "Memory per unit");
     let mut t = Table::new(&["Competitor"], &["Bytes per unit", "MB per 10,000 units", &vs]);
@@ -156,7 +171,7 @@ fn fibers(v: &View) -> String {
             v.ratio_cell("alloc", c, "bytes_per_unit"),
         ]);
     }
-    emit(&mut out, &t, &["MB per 10,000 units is derived from the median bytes per unit."]);
+    emit(&mut out, v, &t, &["MB per 10,000 units is derived from the median bytes per unit."]);
 
     heading(&mut out, "Cache warming");
     let mut t =
@@ -177,6 +192,7 @@ fn fibers(v: &View) -> String {
     }
     emit(
         &mut out,
+        v,
         &t,
         &["Allocation time from a cold start (first) and once caches and pools are warm (last)."],
     );
@@ -190,7 +206,7 @@ fn fibers(v: &View) -> String {
             v.ratio_cell("throughput", c, "total_ms"),
         ]);
     }
-    emit(&mut out, &t, &[]);
+    emit(&mut out, v, &t, &[]);
     out
 }
 
@@ -241,7 +257,7 @@ fn tcp(v: &View) -> String {
                 v.ratio_cell(case, c, "ns_per_op"),
             ]);
         }
-        emit(&mut out, &t, &[]);
+        emit(&mut out, v, &t, &[]);
     }
     heading(&mut out, "Memory per idle connection");
     let mut t = Table::new(&["Competitor", "Language"], &["Bytes per connection", &vs]);
@@ -253,9 +269,12 @@ fn tcp(v: &View) -> String {
             v.ratio_cell("idle_conns", c, "bytes_per_conn"),
         ]);
     }
-    emit(&mut out, &t, &["Ops/s is 10⁹ ÷ ns per op (its spread from the slowest and fastest runs)."]);
+    emit(&mut out, v, &t, &["Ops/s is 10⁹ ÷ ns per op (its spread from the slowest and fastest runs)."]);
     out
 }
+
+/// Below this many busy cores, a pinned one-worker server was not the bottleneck.
+const UNSATURATED: f64 = 0.8;
 
 /// Cores the server kept busy: CPU µs per request × requests per second.
 fn cores(v: &View, case: &str, comp: &str) -> Option<f64> {
@@ -266,7 +285,7 @@ fn http(v: &View) -> String {
     let mut out = String::new();
     let vs = format!("vs {} (req/s)", v.ours());
     for (case, title) in [
-        ("hello_1w", "1 worker (server pinned to CPU 0, wrk to CPU 1)"),
+        ("hello_1w", "1 worker (server and wrk pinned to one CPU each)"),
         ("hello_2w", "2 workers (unpinned)"),
     ] {
         heading(&mut out, title);
@@ -285,7 +304,20 @@ fn http(v: &View) -> String {
                 v.ratio_cell(case, c, "req_per_s"),
             ]);
         }
-        emit(&mut out, &t, &[]);
+        // A pinned server that kept less than most of its core busy was not the bottleneck:
+        // wrk (on its own core) or other load on the machine was, and req/s says less about it.
+        let idle: Vec<&str> = v
+            .competitors_for(&[case])
+            .into_iter()
+            .filter(|c| case == "hello_1w" && cores(v, case, c).is_some_and(|k| k < UNSATURATED))
+            .collect();
+        let note = format!(
+            "Not saturated (server CPU below {UNSATURATED} cores, so wrk or other load on the machine \
+             limited req/s rather than the server): {}. Compare their CPU µs/req instead.",
+            idle.join(", ")
+        );
+        let foot: Vec<&str> = if idle.is_empty() { Vec::new() } else { vec![note.as_str()] };
+        emit(&mut out, v, &t, &foot);
     }
     heading(&mut out, "Scaling from 1 to 2 workers");
     let mut t = Table::new(
@@ -324,12 +356,12 @@ fn http(v: &View) -> String {
             times(per_cpu),
         ]);
     }
-    emit(
-        &mut out,
-        &t,
+    emit(&mut out, v, &t,
         &[
             "Speed-up: req/s at 2 workers ÷ req/s at 1 worker; scaling efficiency: speed-up ÷ 2.",
-            "Server CPU (cores) = CPU µs per request × req/s; wrk shares the same 2 CPUs in the unpinned case.",
+            "Server CPU (cores) = CPU µs per request × req/s; wrk shares the same CPUs in the unpinned case, \
+             so on a 2-core machine, where wrk needs about one core itself, the server has about one core \
+             at 2 workers as at 1 and a speed-up near 1× is expected.",
             "Speed-up ÷ CPU growth below 1× means the extra CPU bought less than proportional throughput (seed 001).",
         ],
     );
@@ -362,7 +394,7 @@ fn rpc_op_table(v: &View, cases: &[(&str, &str)], first: &str) -> Table {
 fn rpc(v: &View) -> String {
     let mut out = String::new();
     heading(&mut out, "Unary throughput (32-byte payload)");
-    emit(&mut out, &rpc_op_table(v, &[("unary_32", "")], ""), &[]);
+    emit(&mut out, v, &rpc_op_table(v, &[("unary_32", "")], ""), &[]);
     heading(&mut out, "Unary large messages");
     let sizes = [
         ("unary_64", "64B"),
@@ -371,14 +403,14 @@ fn rpc(v: &View) -> String {
         ("unary_100k", "100KB"),
         ("unary_1m", "1MB"),
     ];
-    emit(&mut out, &rpc_op_table(v, &sizes, "Size"), &[]);
+    emit(&mut out, v, &rpc_op_table(v, &sizes, "Size"), &[]);
     heading(&mut out, "Server streaming (100 messages × 32 bytes)");
-    emit(&mut out, &rpc_op_table(v, &[("server_stream_100x32", "")], ""), &[]);
+    emit(&mut out, v, &rpc_op_table(v, &[("server_stream_100x32", "")], ""), &[]);
     heading(&mut out, "Bidi streaming echo (send + receive per op)");
-    emit(&mut out, &rpc_op_table(v, &[("bidi_echo", "")], ""), &[]);
+    emit(&mut out, v, &rpc_op_table(v, &[("bidi_echo", "")], ""), &[]);
     heading(&mut out, "Concurrent unary load");
     let conc = [("concurrent_10", "10"), ("concurrent_50", "50"), ("concurrent_100", "100")];
-    emit(&mut out, &rpc_op_table(v, &conc, "Concurrency"), &[]);
+    emit(&mut out, v, &rpc_op_table(v, &conc, "Concurrency"), &[]);
     heading(&mut out, "Latency percentiles");
     let vs = format!("vs {} (p99)", v.ours());
     let mut t = Table::new(&["Competitor"], &["p50 (µs)", "p90 (µs)", "p95 (µs)", "p99 (µs)", &vs]);
@@ -390,7 +422,7 @@ fn rpc(v: &View) -> String {
         row.push(v.ratio_cell("latency", c, "p99_us"));
         t.row(row);
     }
-    emit(&mut out, &t, &[]);
+    emit(&mut out, v, &t, &[]);
     out
 }
 
