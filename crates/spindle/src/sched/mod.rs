@@ -167,6 +167,16 @@ impl Runtime {
         fiber::Builder::new().spawn_on(self, f).expect("spawn a fiber with the runtime's default settings")
     }
 
+    /// Spawns `future` as an async task on this runtime, from any thread. The handle is a
+    /// future of the task's result and can abort it.
+    pub fn spawn_async<F>(&self, future: F) -> crate::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        crate::task::spawn_on(self.worker.clone(), future)
+    }
+
     pub(crate) fn config(&self) -> &Config {
         &self.config
     }

@@ -40,6 +40,7 @@ use crate::fiber::Cancelled;
 use crate::reactor::wheel::{TimerKey, TimerWheel};
 use crate::reactor::Driver;
 use crate::sys::epoll::Event;
+use crate::task::TaskRef;
 
 /// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
 const BUSY_POLL_INTERVAL: u32 = 64;
@@ -85,6 +86,7 @@ pub(crate) struct WorkerShared {
     /// Identifies the runtime, to detect `block_on` from inside its own workers.
     pub(crate) runtime_id: u64,
     inbox: Mutex<Vec<FiberRef>>,
+    task_inbox: Mutex<Vec<TaskRef>>,
     has_inbox: AtomicBool,
     pub(crate) shutdown: AtomicBool,
     /// The worker's epoll instance, wake-up eventfd and registrations.
@@ -96,6 +98,7 @@ impl WorkerShared {
         Ok(WorkerShared {
             runtime_id,
             inbox: Mutex::new(Vec::new()),
+            task_inbox: Mutex::new(Vec::new()),
             has_inbox: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             driver: Driver::new()?,
@@ -106,6 +109,13 @@ impl WorkerShared {
     pub(crate) fn schedule_remote(&self, fiber: FiberRef) {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(fiber);
         // SeqCst: ordered before the driver's read of `sleeping` (reactor invariant 3).
+        self.has_inbox.store(true, Ordering::SeqCst);
+        self.driver.wake();
+    }
+
+    /// Hands a runnable task to this worker from any thread and wakes the worker.
+    pub(crate) fn schedule_task_remote(&self, task: TaskRef) {
+        self.task_inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
         self.has_inbox.store(true, Ordering::SeqCst);
         self.driver.wake();
     }
@@ -122,6 +132,11 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<WorkerShared>,
     pub(crate) config: Arc<Config>,
     run_queue: RefCell<VecDeque<FiberRef>>,
+    /// Runnable async tasks: polled by the scheduler context, on the thread's own stack.
+    tasks: RefCell<VecDeque<TaskRef>>,
+    /// Every task that has run here and not finished, by address: shutdown cancels them all,
+    /// including those that wait for a wake-up and sit in no queue.
+    live_tasks: RefCell<std::collections::HashMap<usize, TaskRef>>,
     current: Cell<Option<FiberRef>>,
     /// Saved stack pointer of the scheduler context while a fiber runs.
     sched_sp: Cell<usize>,
@@ -146,6 +161,8 @@ impl Worker {
             shared,
             config,
             run_queue: RefCell::new(VecDeque::new()),
+            tasks: RefCell::new(VecDeque::new()),
+            live_tasks: RefCell::new(std::collections::HashMap::new()),
             current: Cell::new(None),
             sched_sp: Cell::new(0),
             finished: Cell::new(None),
@@ -163,8 +180,12 @@ impl Worker {
         let _alt = overflow::AltStack::ensure();
         WORKER.with(|w| w.set(self));
         loop {
+            self.run_tasks();
             if let Some(next) = self.pop_runnable() {
                 self.resume_from_scheduler(next);
+                continue;
+            }
+            if !self.tasks.borrow().is_empty() {
                 continue;
             }
             if self.shared.shutdown.load(Ordering::Acquire) {
@@ -278,6 +299,27 @@ impl Worker {
         })
     }
 
+    /// Polls the queued tasks: at most as many as were queued on entry, so that tasks that
+    /// keep waking themselves cannot starve the fibers.
+    fn run_tasks(&self) {
+        let n = self.tasks.borrow().len();
+        for _ in 0..n {
+            let Some(task) = self.tasks.borrow_mut().pop_front() else { break };
+            let key = Arc::as_ptr(&task) as *const () as usize;
+            task.clone().run();
+            if task.is_done() {
+                self.live_tasks.borrow_mut().remove(&key);
+            } else {
+                self.live_tasks.borrow_mut().entry(key).or_insert(task);
+            }
+        }
+    }
+
+    /// Queues a task that is runnable on this worker.
+    pub(crate) fn schedule_task_local(&self, task: TaskRef) {
+        self.tasks.borrow_mut().push_back(task);
+    }
+
     /// Queues a fiber that is runnable on this worker (local, no synchronisation).
     pub(crate) fn schedule_local(&self, fiber: FiberRef) {
         self.run_queue.borrow_mut().push_back(fiber);
@@ -325,11 +367,16 @@ impl Worker {
         if self.shared.has_inbox.swap(false, Ordering::Acquire) {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.run_queue.borrow_mut().extend(inbox.drain(..));
+            drop(inbox);
+            let mut tasks = self.shared.task_inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.tasks.borrow_mut().extend(tasks.drain(..));
         }
     }
 
     fn has_runnable(&self) -> bool {
-        !self.run_queue.borrow().is_empty() || self.shared.has_inbox.load(Ordering::Relaxed)
+        !self.run_queue.borrow().is_empty()
+            || !self.tasks.borrow().is_empty()
+            || self.shared.has_inbox.load(Ordering::Relaxed)
     }
 
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
@@ -391,6 +438,14 @@ impl Worker {
     fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         self.tick();
         let target = loop {
+            if !self.tasks.borrow().is_empty() {
+                // Tasks run in the scheduler context; a fiber we popped goes back first.
+                if let Some(n) = next.take() {
+                    self.run_queue.borrow_mut().push_front(n);
+                }
+                overflow::set_running(std::ptr::null());
+                break self.sched_sp.get();
+            }
             match next.take().or_else(|| self.pop_runnable()) {
                 None => {
                     overflow::set_running(std::ptr::null());
@@ -453,7 +508,10 @@ impl Worker {
 
     /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
     pub(crate) fn park_fiber(&self) {
-        let me = self.current.take().expect("park outside a fiber on a worker");
+        let me = self.current.take().expect(
+            "a blocking spindle call (channel, lock, join, sleep, socket) was made outside a fiber on a \
+             worker thread, e.g. from an async task: use the async API there",
+        );
         let header: *const Header = &me.header;
         if me.header.cancel.get() || me.header.park.park() == Park::Return {
             self.current.set(Some(me));
@@ -483,6 +541,14 @@ impl Worker {
     /// a [`Cancelled`] result; started ones are resumed with their cancel flag set, which makes
     /// their current suspension point unwind (running destructors) up to the fiber entry.
     fn cancel_all(&self) {
+        // Tasks first: dropping their futures may wake fibers (channels closing), which the
+        // loop below then cancels too.
+        self.drain_inbox();
+        let queued: Vec<TaskRef> = self.tasks.borrow_mut().drain(..).collect();
+        let live: Vec<TaskRef> = self.live_tasks.borrow_mut().drain().map(|(_, t)| t).collect();
+        for task in queued.into_iter().chain(live) {
+            task.cancel();
+        }
         loop {
             let mut progressed = false;
             while let Some(fiber) = self.pop_runnable() {
