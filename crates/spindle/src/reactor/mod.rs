@@ -9,24 +9,25 @@
 //!    generation when the registration is dropped, so an event that was already queued for a
 //!    closed socket (or one that reused its descriptor) finds a different generation and is
 //!    ignored: a stale event never wakes the wrong waiter.
-//! 3. `sleeping` is true only while the worker is (about to be) blocked in `epoll_wait`. A
-//!    thread that makes work for the worker publishes it first, then reads `sleeping`
-//!    (both SeqCst); the worker sets `sleeping` and then checks for work (SeqCst). So either the
-//!    worker sees the work or the waker sees `sleeping` and writes the eventfd: no lost
-//!    wake-up, and no syscall when the worker is awake.
+//! 3. Remote work and sleeping share one atomic word (module `sleep_gate`, loom-checked): a
+//!    producer sets the inbox bit after queueing and writes the eventfd only if the worker is
+//!    (about to be) blocked; the worker sets the sleeping bit and stays awake if the inbox bit
+//!    is set. No lost wake-up, and no syscall when the worker is awake.
 //! 4. The timer wheel is owned by the worker's thread (it lives in `Worker`, not here).
 
 pub(crate) mod io;
+mod sleep_gate;
 pub(crate) mod wheel;
 
 use std::io as stdio;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sys::epoll::{Epoll, Event, EventFd};
 use io::ScheduledIo;
+use sleep_gate::SleepGate;
 
 /// The token of the wake-up eventfd (no registration has generation `u32::MAX` in use).
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -48,7 +49,7 @@ struct Slab {
 pub(crate) struct Driver {
     epoll: Epoll,
     wake_fd: EventFd,
-    sleeping: AtomicBool,
+    sleeping: SleepGate,
     slab: Mutex<Slab>,
     /// Live registrations: a busy worker skips its non-blocking poll when there are none.
     registrations: AtomicUsize,
@@ -62,7 +63,7 @@ impl Driver {
         Ok(Driver {
             epoll,
             wake_fd,
-            sleeping: AtomicBool::new(false),
+            sleeping: SleepGate::new(),
             slab: Mutex::new(Slab::default()),
             registrations: AtomicUsize::new(0),
         })
@@ -117,14 +118,7 @@ impl Driver {
     /// the waiters of every ready registration. Returns how many registrations were ready.
     pub(crate) fn poll(&self, events: &mut Vec<Event>, timeout: Option<Duration>) -> stdio::Result<usize> {
         events.clear();
-        let blocking = timeout != Some(Duration::ZERO);
-        if blocking {
-            self.sleeping.store(true, Ordering::SeqCst);
-        }
         let res = self.epoll.wait(events, timeout);
-        if blocking {
-            self.sleeping.store(false, Ordering::SeqCst);
-        }
         res?;
         let mut ready = Vec::with_capacity(events.len());
         {
@@ -154,23 +148,31 @@ impl Driver {
         self.registrations.load(Ordering::Relaxed) > 0
     }
 
-    /// Marks the worker as about to sleep; returns after the caller re-checked for work.
-    /// See invariant 3: call [`Driver::prepare_sleep`], re-check the queues, then `poll`.
-    pub(crate) fn prepare_sleep(&self) {
-        self.sleeping.store(true, Ordering::SeqCst);
+    /// The worker is about to block in [`poll`](Self::poll): false if remote work arrived
+    /// (then it must not block). Pair with [`end_sleep`](Self::end_sleep).
+    pub(crate) fn begin_sleep(&self) -> bool {
+        self.sleeping.enter()
     }
 
-    /// Cancels [`prepare_sleep`](Self::prepare_sleep) when work was found.
-    pub(crate) fn cancel_sleep(&self) {
-        self.sleeping.store(false, Ordering::SeqCst);
+    pub(crate) fn end_sleep(&self) {
+        self.sleeping.leave();
     }
 
-    /// Wakes the worker if it is blocked (or about to block) in `epoll_wait`. Callers publish
-    /// the work first (invariant 3).
-    pub(crate) fn wake(&self) {
-        if self.sleeping.load(Ordering::SeqCst) {
+    /// A producer on another thread queued work for this worker: flags it and wakes the
+    /// worker if it sleeps (one eventfd write, only then).
+    pub(crate) fn publish_remote_work(&self) {
+        if self.sleeping.publish() {
             self.wake_fd.notify();
         }
+    }
+
+    #[inline]
+    pub(crate) fn has_remote_work(&self) -> bool {
+        self.sleeping.has_inbox()
+    }
+
+    pub(crate) fn take_remote_work(&self) -> bool {
+        self.sleeping.take_inbox()
     }
 
     /// Wakes the worker unconditionally (shutdown).

@@ -87,7 +87,6 @@ pub(crate) struct WorkerShared {
     pub(crate) runtime_id: u64,
     inbox: Mutex<Vec<FiberRef>>,
     task_inbox: Mutex<Vec<TaskRef>>,
-    has_inbox: AtomicBool,
     pub(crate) shutdown: AtomicBool,
     /// The worker's epoll instance, wake-up eventfd and registrations.
     pub(crate) driver: Driver,
@@ -99,7 +98,6 @@ impl WorkerShared {
             runtime_id,
             inbox: Mutex::new(Vec::new()),
             task_inbox: Mutex::new(Vec::new()),
-            has_inbox: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             driver: Driver::new()?,
         })
@@ -108,16 +106,13 @@ impl WorkerShared {
     /// Hands a runnable fiber to this worker from any thread and wakes the worker.
     pub(crate) fn schedule_remote(&self, fiber: FiberRef) {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(fiber);
-        // SeqCst: ordered before the driver's read of `sleeping` (reactor invariant 3).
-        self.has_inbox.store(true, Ordering::SeqCst);
-        self.driver.wake();
+        self.driver.publish_remote_work();
     }
 
     /// Hands a runnable task to this worker from any thread and wakes the worker.
     pub(crate) fn schedule_task_remote(&self, task: TaskRef) {
         self.task_inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
-        self.has_inbox.store(true, Ordering::SeqCst);
-        self.driver.wake();
+        self.driver.publish_remote_work();
     }
 
     /// Asks the worker to shut down and wakes it.
@@ -216,17 +211,21 @@ impl Worker {
             (None, false) => None,
         };
         let driver = &self.shared.driver;
-        driver.prepare_sleep();
-        if self.has_runnable() || self.shared.shutdown.load(Ordering::SeqCst) {
-            driver.cancel_sleep();
+        if !driver.begin_sleep() {
+            return; // remote work arrived
+        }
+        if self.shared.shutdown.load(Ordering::SeqCst) {
+            driver.end_sleep();
             return;
         }
         let ready = {
             let mut events = self.events.borrow_mut();
-            driver.poll(&mut events, timeout).unwrap_or_else(|e| {
+            let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
                 log::error!("epoll_wait failed: {e}");
                 0
-            })
+            });
+            driver.end_sleep();
+            ready
         };
         let after = Instant::now();
         self.fire_timers(after);
@@ -356,7 +355,7 @@ impl Worker {
     /// Takes the next runnable fiber, draining the inbox first if it has something.
     #[inline]
     fn pop_runnable(&self) -> Option<FiberRef> {
-        if self.shared.has_inbox.load(Ordering::Relaxed) {
+        if self.shared.driver.has_remote_work() {
             self.drain_inbox();
         }
         self.run_queue.borrow_mut().pop_front()
@@ -364,7 +363,7 @@ impl Worker {
 
     #[cold]
     fn drain_inbox(&self) {
-        if self.shared.has_inbox.swap(false, Ordering::Acquire) {
+        if self.shared.driver.take_remote_work() {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.run_queue.borrow_mut().extend(inbox.drain(..));
             drop(inbox);
@@ -376,7 +375,7 @@ impl Worker {
     fn has_runnable(&self) -> bool {
         !self.run_queue.borrow().is_empty()
             || !self.tasks.borrow().is_empty()
-            || self.shared.has_inbox.load(Ordering::Relaxed)
+            || self.shared.driver.has_remote_work()
     }
 
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
