@@ -294,6 +294,49 @@ impl futures_io::AsyncWrite for TcpStream {
     }
 }
 
+#[cfg(feature = "hyper")]
+impl hyper::rt::Read for TcpStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: recv writes only initialised bytes into the unfilled part, and we advance
+        // the cursor by exactly the number of bytes it reports.
+        let n = match self.source.poll_io(cx, Direction::Read, |s| s.recv(unsafe { buf.as_mut() })) {
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        // SAFETY: `n` bytes were initialised by recv just above.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl hyper::rt::Write for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.source.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown(Shutdown::Write))
+    }
+}
+
 impl AsFd for TcpStream {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.source.socket().as_fd()
