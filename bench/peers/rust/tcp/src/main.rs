@@ -1,5 +1,6 @@
-//! tcp suite, competitors `rust-thread` (std::net, blocking, one OS thread per unit) and
-//! `tokio` (tokio::net on a tokio runtime, one task per unit).
+//! tcp suite, competitors `rust-thread` (std::net, blocking, one OS thread per unit),
+//! `tokio` (tokio::net on a tokio runtime, one task per unit) and `spindle` (spindle::net on
+//! a spindle runtime, one fiber per unit; see `fibers.rs`).
 //!
 //!   bind            TcpListener::bind(127.0.0.1:0), then drop
 //!   bind_concurrent the same from 100 threads / tasks, each doing 1/100 of the ops
@@ -9,7 +10,9 @@
 //!   idle_conns      N connections, each server end held by its own thread (64 KiB stack) /
 //!                   task blocked in read; runs first so the baseline is the fresh process
 //!
-//! Usage: tcp-peer --mode thread|tokio [--flavor current|multi] [--quick] [--case NAME]
+//! Usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--quick] [--case NAME]
+
+mod fibers;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -72,10 +75,7 @@ fn idle_count(o: &Opts) -> usize {
     let want = o.counts.idle_conns;
     if 2 * want as u64 + FD_RESERVE > o.fd_limit {
         let n = ((o.fd_limit - FD_RESERVE) / 2) as usize;
-        eprintln!(
-            "idle_conns: RLIMIT_NOFILE is {}, using {n} connections instead of {want}",
-            o.fd_limit
-        );
+        eprintln!("idle_conns: RLIMIT_NOFILE is {}, using {n} connections instead of {want}", o.fd_limit);
         n
     } else {
         want
@@ -251,8 +251,7 @@ mod tasks {
     }
 
     async fn bind_concurrent(total: usize) {
-        let units: Vec<_> =
-            (0..CONC_UNITS).map(|_| tokio::spawn(bind_loop(total / CONC_UNITS))).collect();
+        let units: Vec<_> = (0..CONC_UNITS).map(|_| tokio::spawn(bind_loop(total / CONC_UNITS))).collect();
         for u in units {
             u.await.unwrap();
         }
@@ -405,7 +404,9 @@ fn main() {
             "--quick" => quick = true,
             "--case" => only = Some(args.next().expect("--case NAME")),
             _ => {
-                eprintln!("usage: tcp-peer --mode thread|tokio [--flavor current|multi] [--quick] [--case NAME]");
+                eprintln!(
+                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--quick] [--case NAME]"
+                );
                 std::process::exit(2);
             }
         }
@@ -422,11 +423,13 @@ fn main() {
     let competitor = match mode.as_str() {
         "thread" => "rust-thread",
         "tokio" => "tokio",
+        "spindle" => "spindle",
         m => panic!("unknown mode {m}"),
     };
     let opts: &'static Opts = Box::leak(Box::new(Opts { competitor, only, counts, fd_limit }));
     match mode.as_str() {
         "thread" => threads::run(opts),
+        "spindle" => fibers::run(opts),
         _ => tasks::run(opts, flavor == "multi"),
     }
 }

@@ -1,0 +1,149 @@
+//! `spindle`: spindle::net on one spindle runtime (one worker thread, default 256 KiB stacks
+//! committed lazily), one fiber per unit. Same structure as the tokio competitor: the whole
+//! body runs as a fiber (`Runtime::block_on`), 100 spawned fibers for bind_concurrent, an
+//! accept fiber, an echo fiber, one fiber per idle connection parked in `read`.
+
+use super::*;
+use spindle::net::{TcpListener, TcpStream};
+use spindle::sync::unbounded;
+use spindle::Runtime;
+
+fn bind_loop(n: usize) {
+    for _ in 0..n {
+        drop(TcpListener::bind(loopback0()).expect("bind"));
+    }
+}
+
+fn bind_concurrent(total: usize) {
+    let units: Vec<_> =
+        (0..CONC_UNITS).map(|_| spindle::spawn(move || bind_loop(total / CONC_UNITS))).collect();
+    for u in units {
+        u.join().unwrap();
+    }
+}
+
+fn accept_connect(o: &Opts, (warm, n): (usize, usize)) {
+    let ln = TcpListener::bind(loopback0()).expect("bind");
+    let addr = ln.local_addr().unwrap();
+    // Accepts exactly the connections of this case, so that it ends and is joined.
+    let acceptor = spindle::spawn(move || {
+        for _ in 0..warm + n {
+            drop(ln.accept().expect("accept"));
+        }
+    });
+    let op = || {
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let mut b = [0u8; 1];
+        assert_eq!(c.read(&mut b).expect("read"), 0, "expected EOF");
+    };
+    (0..warm).for_each(|_| op());
+    let t0 = Instant::now();
+    (0..n).for_each(|_| op());
+    emit(o, "accept_connect", "ns_per_op", ns_per_op(t0, n), "ns");
+    acceptor.join().unwrap();
+}
+
+fn pingpong(o: &Opts, (warm, n): (usize, usize)) {
+    let ln = TcpListener::bind(loopback0()).expect("bind");
+    let addr = ln.local_addr().unwrap();
+    let echo = spindle::spawn(move || {
+        let (mut s, _) = ln.accept().expect("accept");
+        s.set_nodelay(true).unwrap();
+        let mut buf = [0u8; MSG];
+        while s.read_exact(&mut buf).is_ok() {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.set_nodelay(true).unwrap();
+    let msg = message();
+    let mut buf = [0u8; MSG];
+    let mut run = |k: usize| {
+        for _ in 0..k {
+            c.write_all(&msg).unwrap();
+            c.read_exact(&mut buf).unwrap();
+        }
+    };
+    run(warm);
+    let t0 = Instant::now();
+    run(n);
+    emit(o, "pingpong", "ns_per_op", ns_per_op(t0, n), "ns");
+    drop(c);
+    echo.join().unwrap();
+}
+
+fn idle_conns(o: &Opts) {
+    let n = idle_count(o);
+    let ln = TcpListener::bind(loopback0()).expect("bind");
+    let addr = ln.local_addr().unwrap();
+    let (ready_tx, ready_rx) = unbounded::<()>();
+    let (done_tx, done_rx) = unbounded::<()>();
+    let acceptor = spindle::spawn(move || {
+        for _ in 0..n {
+            let (mut s, _) = ln.accept().expect("accept");
+            let (ready, done) = (ready_tx.clone(), done_tx.clone());
+            spindle::spawn(move || {
+                let mut buf = [0u8; MSG];
+                ready.send(()).unwrap();
+                let _ = s.read(&mut buf);
+                drop(s);
+                let _ = done.send(());
+            });
+        }
+    });
+    spindle::time::sleep(Duration::from_millis(10));
+    let before = rss_bytes();
+    let mut clients = Vec::with_capacity(n);
+    while clients.len() < n {
+        let k = (n - clients.len()).min(100);
+        for _ in 0..k {
+            clients.push(TcpStream::connect(addr).expect("connect"));
+        }
+        for _ in 0..k {
+            ready_rx.recv().unwrap();
+        }
+    }
+    spindle::time::sleep(Duration::from_millis(100)); // every server fiber is parked in read
+    let after = rss_bytes();
+    emit(o, "idle_conns", "bytes_per_conn", (after - before) as f64 / n as f64, "bytes");
+    drop(clients);
+    for _ in 0..n {
+        done_rx.recv().unwrap();
+    }
+    acceptor.join().unwrap();
+}
+
+fn body(o: &Opts) {
+    let c = &o.counts;
+    if o.want("idle_conns") {
+        idle_conns(o);
+    }
+    if o.want("bind") {
+        let (warm, n) = c.bind;
+        bind_loop(warm);
+        let t0 = Instant::now();
+        bind_loop(n);
+        emit(o, "bind", "ns_per_op", ns_per_op(t0, n), "ns");
+    }
+    if o.want("bind_concurrent") {
+        let (warm, n) = c.bind_concurrent;
+        let n = n / CONC_UNITS * CONC_UNITS;
+        bind_concurrent(warm);
+        let t0 = Instant::now();
+        bind_concurrent(n);
+        emit(o, "bind_concurrent", "ns_per_op", ns_per_op(t0, n), "ns");
+    }
+    if o.want("accept_connect") {
+        accept_connect(o, c.accept_connect);
+    }
+    if o.want("pingpong") {
+        pingpong(o, c.pingpong);
+    }
+}
+
+pub fn run(o: &'static Opts) {
+    let rt = Runtime::new().expect("runtime");
+    rt.block_on(move || body(o));
+}
