@@ -46,6 +46,32 @@ pub fn sleep_until(deadline: Instant) {
     }
 }
 
+/// Runs `op` in a new fiber on the current worker and waits at most `duration` for it. On
+/// time, returns its result (a panic in `op` resumes here). Past the deadline, the fiber is
+/// cancelled (it unwinds at its next suspension point, running its destructors), this call
+/// waits for that unwinding, and returns `Err(Elapsed)`. This is `timeout` for blocking-style
+/// code; for futures, use [`timeout`].
+///
+/// # Panics
+///
+/// Outside a spindle runtime.
+pub fn timeout_fiber<F, T>(duration: Duration, op: F) -> Result<T, Elapsed>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let deadline = Instant::now() + duration;
+    let handle = crate::spawn(op);
+    if !handle.wait_until(deadline) {
+        handle.cancel();
+    }
+    match handle.join() {
+        Ok(v) => Ok(v),
+        Err(payload) if payload.is::<crate::fiber::Cancelled>() => Err(Elapsed),
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
 /// A future that completes at a deadline. Created by [`sleep_future`] / [`sleep_until_future`].
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]

@@ -93,3 +93,51 @@ fn sleep_on_a_plain_thread_sleeps_the_thread() {
     sleep(Duration::from_millis(5));
     assert!(t0.elapsed() >= Duration::from_millis(5));
 }
+
+struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+impl Drop for Flag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn timeout_fiber_cancels_blocking_code_at_its_suspension_point() {
+    use spindle::time::timeout_fiber;
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        // In time: the result comes back.
+        assert_eq!(timeout_fiber(Duration::from_secs(10), || 5), Ok(5));
+        // Too slow: the op is unwound (its destructors run) and Elapsed is returned.
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Flag(dropped.clone());
+        let (_tx, rx) = spindle::sync::channel::<u8>(1);
+        let t0 = Instant::now();
+        let r = timeout_fiber(Duration::from_millis(20), move || {
+            let _flag = flag;
+            rx.recv().ok() // parks forever: nobody sends
+        });
+        assert_eq!(r, Err(Elapsed));
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "the op's destructors ran");
+    });
+}
+
+#[test]
+fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
+    let rt = Runtime::new().unwrap();
+    let h = rt.spawn(|| sleep(Duration::from_secs(3600)));
+    std::thread::sleep(Duration::from_millis(10));
+    h.cancel();
+    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    // Cancelled before it starts: the closure never runs.
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ran2 = ran.clone();
+    let h = rt.block_on(move || {
+        let h = spindle::spawn(move || ran2.store(true, std::sync::atomic::Ordering::SeqCst));
+        h.cancel();
+        h
+    });
+    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+}

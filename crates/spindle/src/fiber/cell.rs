@@ -10,7 +10,7 @@
 //!
 //! # Ground rules
 //!
-//! 1. *Owner-only fields* (`sp`, `stack`, `guard`, `cancel`, `slot`, and the stage before
+//! 1. *Owner-only fields* (`sp`, `stack`, `guard`, `slot`, and the stage before
 //!    completion) are touched only by the thread of the worker that runs the fiber, or by the
 //!    thread that creates the fiber before the fiber is published to any queue. A fiber never
 //!    migrates once started, so "the owner" is well defined from its first run on.
@@ -57,8 +57,9 @@ pub(crate) struct Header {
     pub(crate) stack: Cell<Option<Stack>>,
     /// The guard page range of `stack`, readable from the overflow signal handler.
     pub(crate) guard: Cell<(usize, usize)>,
-    /// Set by the owner during shutdown: the fiber unwinds at its next suspension point.
-    pub(crate) cancel: Cell<bool>,
+    /// Set at shutdown or by `JoinHandle::cancel` (any thread): the fiber unwinds with a
+    /// [`Cancelled`] payload at its next suspension point, or never starts.
+    pub(crate) cancel: std::sync::atomic::AtomicBool,
     /// Index in the owner's registry of started fibers (owner-only).
     pub(crate) slot: Cell<usize>,
     /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
@@ -89,7 +90,7 @@ impl Header {
             sp: Cell::new(0),
             stack: Cell::new(None),
             guard: Cell::new((0, 0)),
-            cancel: Cell::new(false),
+            cancel: std::sync::atomic::AtomicBool::new(false),
             slot: Cell::new(usize::MAX),
             waker: Cell::new(None),
             park: ParkState::new(),
@@ -135,6 +136,14 @@ impl Header {
         self.join.set_waiter(waiter)
     }
 
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_cancelled(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
     pub(crate) fn display_name(&self) -> &str {
         self.name.as_deref().unwrap_or("<unnamed>")
     }
@@ -161,7 +170,9 @@ impl Drop for Header {
     }
 }
 
-/// A header followed by the fiber's typed stage.
+/// A header followed by the fiber's typed stage. `repr(C)` fixes the stage's offset, which
+/// [`Output::fiber_ref`] relies on to get from the stage back to its cell.
+#[repr(C)]
 pub(crate) struct FiberCell<S: ?Sized> {
     pub(crate) header: Header,
     pub(crate) stage: S,
@@ -187,6 +198,8 @@ pub(crate) trait Stage: Send + Sync {
 pub(crate) trait Output<T>: Send + Sync {
     /// Takes the result. Only after `header.is_complete()`, once.
     fn take(&self) -> thread::Result<T>;
+    /// The scheduler's handle on the same fiber (a new strong reference to its cell).
+    fn fiber_ref(&self) -> FiberRef;
 }
 
 enum State<F, T> {
@@ -243,8 +256,8 @@ where
 
 impl<F, T> Output<T> for StageImpl<F, T>
 where
-    F: FnOnce() -> T + Send,
-    T: Send,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
 {
     fn take(&self) -> thread::Result<T> {
         // SAFETY: the caller observed COMPLETE (acquire) and is the single joiner (ground
@@ -253,6 +266,19 @@ where
         match std::mem::replace(state, State::Taken) {
             State::Done(result) => result,
             _ => unreachable!("fiber result taken before completion or twice"),
+        }
+    }
+
+    fn fiber_ref(&self) -> FiberRef {
+        let offset = std::mem::offset_of!(FiberCell<StageImpl<F, T>>, stage);
+        let cell =
+            (self as *const Self).cast::<u8>().wrapping_sub(offset).cast::<FiberCell<StageImpl<F, T>>>();
+        // SAFETY: every StageImpl lives as the `stage` field of a repr(C) FiberCell allocated
+        // by `Arc::new` (fiber::Builder::build), so `cell` points at that Arc's value, which
+        // the caller's handle keeps alive; we add one strong count for the Arc we return.
+        unsafe {
+            Arc::increment_strong_count(cell);
+            Arc::from_raw(cell)
         }
     }
 }

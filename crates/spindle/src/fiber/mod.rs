@@ -130,7 +130,10 @@ impl Builder {
         let header = cell::Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
         let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
         let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
-        Ok((cell, JoinHandle { cell: output, _not_sync: PhantomData }))
+        Ok((
+            cell,
+            JoinHandle { cell: output, registered: std::cell::Cell::new(false), _not_sync: PhantomData },
+        ))
     }
 }
 
@@ -151,6 +154,8 @@ where
 /// Dropping it detaches the fiber.
 pub struct JoinHandle<T> {
     cell: Arc<FiberCell<dyn Output<T>>>,
+    /// The join slot takes one waiter, once: set when `wait_until` registered the caller.
+    registered: std::cell::Cell<bool>,
     _not_sync: PhantomData<*const ()>,
 }
 
@@ -164,12 +169,60 @@ impl<T> JoinHandle<T> {
     /// fiber; on any other thread it blocks the thread.
     pub fn join(self) -> thread::Result<T> {
         let header = &self.cell.header;
-        if !header.is_complete() && header.set_join_waiter(Waiter::current()) {
+        if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
                 crate::sync::waiter::park();
             }
         }
         self.cell.stage.take()
+    }
+
+    /// Cancels the fiber: it unwinds (running destructors) with a [`Cancelled`] payload at its
+    /// next suspension point (a park, yield, sleep, lock, channel or socket wait), or never
+    /// starts if it has not yet. `join` then returns that payload, unless the fiber finished
+    /// first. Code that never suspends cannot be interrupted. Callable from any thread.
+    pub fn cancel(&self) {
+        let fiber = self.cell.stage.fiber_ref();
+        fiber.header.set_cancelled();
+        worker::unpark(&fiber);
+    }
+
+    /// Waits at most until `deadline` for the fiber to finish; true if it has. Registers the
+    /// caller as the joiner for good: the same fiber or thread must be the one that joins.
+    pub(crate) fn wait_until(&self, deadline: std::time::Instant) -> bool {
+        let header = &self.cell.header;
+        if header.is_complete() {
+            return true;
+        }
+        match worker::current().filter(|w| w.current_fiber().is_some()) {
+            Some(w) => {
+                let waker = w.current_waker();
+                // The join slot takes one waiter for good; our fiber is it from now on.
+                if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
+                    return true;
+                }
+                self.registered.set(true);
+                let timer = w.add_timer(deadline, waker);
+                while !header.is_complete() && std::time::Instant::now() < deadline {
+                    crate::sync::waiter::park();
+                }
+                w.cancel_timer(timer);
+            }
+            None => {
+                if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
+                    return true;
+                }
+                self.registered.set(true);
+                while !header.is_complete() {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    thread::park_timeout(left);
+                }
+            }
+        }
+        header.is_complete()
     }
 
     /// Whether the fiber has finished (its result is ready).

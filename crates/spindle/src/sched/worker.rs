@@ -349,6 +349,11 @@ impl Worker {
         // (invariant 4), so the cell outlives this call; no RefCell borrow is held while the
         // user's closure runs.
         let cell = unsafe { &*cell };
+        if cell.header.is_cancelled() {
+            // Cancelled before its first run: complete without running the closure.
+            cell.stage.abort_unstarted(&cell.header, Box::new(Cancelled));
+            return;
+        }
         cell.stage.run(&cell.header);
     }
 
@@ -512,7 +517,7 @@ impl Worker {
              worker thread, e.g. from an async task: use the async API there",
         );
         let header: *const Header = &me.header;
-        if me.header.cancel.get() || me.header.park.park() == Park::Return {
+        if me.header.is_cancelled() || me.header.park.park() == Park::Return {
             self.current.set(Some(me));
             return check_cancel(self);
         }
@@ -553,7 +558,7 @@ impl Worker {
             while let Some(fiber) = self.pop_runnable() {
                 progressed = true;
                 if fiber.header.started() {
-                    fiber.header.cancel.set(true);
+                    fiber.header.set_cancelled();
                     self.resume_from_scheduler(fiber);
                 } else {
                     fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled));
@@ -566,7 +571,7 @@ impl Worker {
             for fiber in parked {
                 let header = &fiber.header;
                 if header.park.claim_parked() {
-                    header.cancel.set(true);
+                    header.set_cancelled();
                     self.schedule_local(fiber);
                 }
                 // Otherwise it is runnable and queued (or about to be): the loop gets it.
@@ -580,7 +585,7 @@ impl Worker {
 
 /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
 fn check_cancel(worker: &Worker) {
-    let cancelled = worker.with_current(|f| f.is_some_and(|f| f.header.cancel.get()));
+    let cancelled = worker.with_current(|f| f.is_some_and(|f| f.header.is_cancelled()));
     if cancelled && !std::thread::panicking() {
         std::panic::resume_unwind(Box::new(Cancelled));
     }
