@@ -21,6 +21,14 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib 
 
 step "tournament smoke test (--quick --no-install)"
 cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke
+report=target/tournament-smoke/REPORT.md
+for section in "## Machine" "## Summary" "## fibers" "## tcp" "## http" "## rpc"; do
+    grep -q "^$section" "$report" || { echo "smoke test: $report lacks '$section'" >&2; exit 1; }
+done
+grep -q '"competitor":"spindle"' target/tournament-smoke/results.jsonl \
+    || { echo "smoke test: no spindle results in results.jsonl" >&2; exit 1; }
+ls target/tournament-smoke/charts/*.svg >/dev/null \
+    || { echo "smoke test: no charts were written" >&2; exit 1; }
 
 if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gnu; then
     step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu)"
