@@ -102,8 +102,8 @@ impl Builder {
         let worker = worker::current().expect(
             "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
         );
-        let (fiber, handle) = self.build(f, worker.config.stack_size)?;
-        worker.schedule_local(fiber);
+        let (fiber, handle) = self.build(f, worker.rt.config.stack_size)?;
+        worker.place_new(fiber);
         Ok(handle)
     }
 

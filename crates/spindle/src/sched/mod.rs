@@ -1,9 +1,12 @@
 //! The runtime: worker threads started when it is built, each running fibers.
 //!
-//! This issue's scheduler has one worker. The pieces are shaped for the M:N scheduler that
-//! follows: new fibers carry no stack and no owner until their first run (so a worker that
-//! did not create them may start them), a started fiber is resumed only by its owner (remote
-//! wake-ups go through the owner's inbox), and every worker has its own stack pool.
+//! M:N: `worker_threads` workers, all started when the runtime is built, each an event loop
+//! with its own run queue, reactor, timers and stack pool. New fibers carry no stack and no
+//! owner until their first run, so any worker may start them: a spawn stays on the spawning
+//! worker while every worker is busy, and goes to the shared injector (waking one idle worker)
+//! when some worker is idle. A busy worker also hands part of its unstarted backlog to the
+//! injector when others are idle. A started fiber is resumed only by its owner (remote
+//! wake-ups go through the owner's inbox). See [`RuntimeShared`] for the invariants.
 //!
 //! Shutdown (dropping the [`Runtime`]): each worker stops taking new work, cancels fibers that
 //! never started (their join handles get a [`Cancelled`](crate::fiber::Cancelled) error) and
@@ -16,11 +19,12 @@ pub(crate) mod registry;
 pub(crate) mod worker;
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use crate::fiber::stack::normalize_size;
+use crate::fiber::cell::FiberRef;
 use crate::fiber::{self, JoinHandle};
 use worker::{Worker, WorkerShared};
 
@@ -35,9 +39,97 @@ pub(crate) struct Config {
     pub(crate) stack_keep_warm: usize,
 }
 
+/// The runtime-wide part every worker sees: the other workers, the injector of new work, and
+/// the idle count that decides where new fibers go.
+///
+/// # Placement invariants
+///
+/// - The injector holds only fibers that have not started (and so may run on any worker).
+/// - A worker about to sleep sets its `idle` flag, then (SeqCst fence) checks the injector;
+///   a producer pushes to the injector, then (SeqCst fence) looks for an idle worker and
+///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new fiber
+///   or the producer sees the idle worker: no fiber waits in the injector while a worker
+///   sleeps. At most one worker is woken per injected fiber (no thundering herd).
+#[derive(Debug)]
+pub(crate) struct RuntimeShared {
+    pub(crate) id: u64,
+    pub(crate) config: Config,
+    pub(crate) workers: Vec<Arc<WorkerShared>>,
+    injector: crossbeam_deque::Injector<FiberRef>,
+    /// How many workers have their `idle` flag set (a hint for the spawn fast path).
+    idle: AtomicUsize,
+    /// Round-robin cursor for async tasks spawned from outside the runtime.
+    next_task_worker: AtomicUsize,
+}
+
+impl RuntimeShared {
+    /// Queues a new (unstarted) fiber where any worker can take it, waking one idle worker.
+    pub(crate) fn inject(&self, fiber: FiberRef) {
+        debug_assert!(!fiber.header.started(), "only unstarted fibers may move between workers");
+        self.injector.push(fiber);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.wake_one_idle();
+    }
+
+    /// Whether some worker is idle (then new work should be shared rather than kept local).
+    #[inline]
+    pub(crate) fn has_idle_workers(&self) -> bool {
+        self.idle.load(Ordering::Relaxed) > 0
+    }
+
+    fn wake_one_idle(&self) {
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for w in &self.workers {
+            if w.idle.swap(false, Ordering::SeqCst) {
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+                w.driver.publish_remote_work();
+                return;
+            }
+        }
+    }
+
+    /// Takes an injected fiber, if any.
+    pub(crate) fn steal_injected(&self) -> Option<FiberRef> {
+        loop {
+            match self.injector.steal() {
+                crossbeam_deque::Steal::Success(f) => return Some(f),
+                crossbeam_deque::Steal::Empty => return None,
+                crossbeam_deque::Steal::Retry => {}
+            }
+        }
+    }
+
+    pub(crate) fn injector_is_empty(&self) -> bool {
+        self.injector.is_empty()
+    }
+
+    /// Marks `worker` idle (before its last look at the injector).
+    pub(crate) fn enter_idle(&self, worker: &WorkerShared) {
+        if !worker.idle.swap(true, Ordering::SeqCst) {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Clears `worker`'s idle flag (unless a producer already did).
+    pub(crate) fn leave_idle(&self, worker: &WorkerShared) {
+        if worker.idle.swap(false, Ordering::SeqCst) {
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn task_owner(&self) -> Arc<WorkerShared> {
+        let i = self.next_task_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len();
+        self.workers[i].clone()
+    }
+}
+
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct Builder {
+    worker_threads: Option<usize>,
     stack_size: usize,
     stack_cache: usize,
     stack_keep_warm: usize,
@@ -53,11 +145,24 @@ impl Default for Builder {
 impl Builder {
     pub fn new() -> Builder {
         Builder {
+            worker_threads: None,
             stack_size: DEFAULT_STACK_SIZE,
             stack_cache: 65_536,
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
         }
+    }
+
+    /// Number of worker threads, each an event loop running fibers and tasks (default: the
+    /// number of CPUs this process may use). All are started when the runtime is built.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    pub fn worker_threads(&mut self, n: usize) -> &mut Builder {
+        assert!(n > 0, "a spindle runtime needs at least one worker thread");
+        self.worker_threads = Some(n);
+        self
     }
 
     /// Default stack size of the fibers of this runtime, guard page included (rounded up to
@@ -89,27 +194,46 @@ impl Builder {
         self
     }
 
-    /// Starts the worker thread and returns the runtime.
+    /// Starts the worker threads and returns the runtime.
     pub fn build(&self) -> io::Result<Runtime> {
         static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
-        let config = Arc::new(Config {
+        let config = Config {
             stack_size: normalize_size(self.stack_size)?,
             stack_cache: self.stack_cache,
             stack_keep_warm: self.stack_keep_warm,
-        });
+        };
         fiber::overflow::install_handler();
         let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
-        let shared = Arc::new(WorkerShared::new(id)?);
-        let worker_shared = shared.clone();
-        let worker_config = config.clone();
-        let handle = thread::Builder::new()
-            .name(format!("{}-0", self.thread_name))
-            .spawn(move || Worker::new(worker_shared, worker_config).run())?;
-        Ok(Runtime { config, worker: shared, thread: Some(handle) })
+        let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+        let workers = (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+        let shared = Arc::new(RuntimeShared {
+            id,
+            config,
+            workers,
+            injector: crossbeam_deque::Injector::new(),
+            idle: AtomicUsize::new(0),
+            next_task_worker: AtomicUsize::new(0),
+        });
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let rt = shared.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("{}-{i}", self.thread_name))
+                .spawn(move || Worker::new(rt, i).run());
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(e) => {
+                    // Stop the workers already started before reporting the error.
+                    drop(Runtime { shared, threads });
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime { shared, threads })
     }
 }
 
-/// A spindle runtime: its worker thread runs fibers until the runtime is dropped.
+/// A spindle runtime: its worker threads run fibers and tasks until the runtime is dropped.
 ///
 /// ```
 /// let rt = spindle::Runtime::new().unwrap();
@@ -121,9 +245,8 @@ impl Builder {
 /// ```
 #[derive(Debug)]
 pub struct Runtime {
-    config: Arc<Config>,
-    worker: Arc<WorkerShared>,
-    thread: Option<thread::JoinHandle<()>>,
+    shared: Arc<RuntimeShared>,
+    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl Runtime {
@@ -146,7 +269,7 @@ impl Runtime {
     {
         if let Some(worker) = worker::current() {
             assert!(
-                worker.shared.runtime_id != self.worker.runtime_id,
+                worker.shared.runtime_id != self.shared.id,
                 "Runtime::block_on called from a fiber of the same runtime; spawn a fiber and join it instead"
             );
         }
@@ -174,26 +297,39 @@ impl Runtime {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::task::spawn_on(self.worker.clone(), future)
+        crate::task::spawn_on(self.shared.task_owner(), future)
+    }
+
+    /// Number of worker threads.
+    pub fn worker_threads(&self) -> usize {
+        self.shared.workers.len()
     }
 
     pub(crate) fn config(&self) -> &Config {
-        &self.config
+        &self.shared.config
     }
 
-    /// Hands a new fiber to a worker (the only one, for now).
+    /// Hands a new fiber to the workers (through the injector).
     pub(crate) fn submit(&self, fiber: crate::fiber::cell::FiberRef) {
-        self.worker.schedule_remote(fiber);
+        self.shared.inject(fiber);
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.worker.request_shutdown();
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() && !thread::panicking() {
-                panic!("a spindle worker thread panicked");
-            }
+        for w in &self.shared.workers {
+            w.request_shutdown();
+        }
+        let mut panicked = false;
+        for thread in self.threads.drain(..) {
+            panicked |= thread.join().is_err();
+        }
+        // Fibers injected but never taken by a worker: complete them as cancelled.
+        while let Some(fiber) = self.shared.steal_injected() {
+            fiber.stage.abort_unstarted(&fiber.header, Box::new(crate::fiber::Cancelled));
+        }
+        if panicked && !thread::panicking() {
+            panic!("a spindle worker thread panicked");
         }
     }
 }

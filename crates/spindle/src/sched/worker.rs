@@ -30,7 +30,7 @@ use std::task::{Wake, Waker};
 use std::time::Instant;
 
 use super::registry::Registry;
-use super::Config;
+use super::RuntimeShared;
 use crate::fiber::arch;
 use crate::fiber::cell::{FiberRef, Header};
 use crate::fiber::overflow;
@@ -85,6 +85,11 @@ pub(crate) fn current() -> Option<&'static Worker> {
 pub(crate) struct WorkerShared {
     /// Identifies the runtime, to detect `block_on` from inside its own workers.
     pub(crate) runtime_id: u64,
+    /// This worker's index in the runtime.
+    pub(crate) index: usize,
+    /// Set while the worker looks for work or sleeps (see `RuntimeShared`); a producer that
+    /// clears it owes the worker a wake-up.
+    pub(crate) idle: AtomicBool,
     inbox: Mutex<Vec<FiberRef>>,
     task_inbox: Mutex<Vec<TaskRef>>,
     pub(crate) shutdown: AtomicBool,
@@ -93,9 +98,11 @@ pub(crate) struct WorkerShared {
 }
 
 impl WorkerShared {
-    pub(crate) fn new(runtime_id: u64) -> std::io::Result<WorkerShared> {
+    pub(crate) fn new(runtime_id: u64, index: usize) -> std::io::Result<WorkerShared> {
         Ok(WorkerShared {
             runtime_id,
+            index,
+            idle: AtomicBool::new(false),
             inbox: Mutex::new(Vec::new()),
             task_inbox: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
@@ -125,7 +132,7 @@ impl WorkerShared {
 /// A worker's thread-local state.
 pub(crate) struct Worker {
     pub(crate) shared: Arc<WorkerShared>,
-    pub(crate) config: Arc<Config>,
+    pub(crate) rt: Arc<RuntimeShared>,
     run_queue: RefCell<VecDeque<FiberRef>>,
     /// Runnable async tasks: polled by the scheduler context, on the thread's own stack.
     tasks: RefCell<VecDeque<TaskRef>>,
@@ -150,11 +157,11 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(shared: Arc<WorkerShared>, config: Arc<Config>) -> Worker {
-        let pool = StackPool::new(config.stack_cache, config.stack_keep_warm);
+    pub(crate) fn new(rt: Arc<RuntimeShared>, index: usize) -> Worker {
+        let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         Worker {
-            shared,
-            config,
+            shared: rt.workers[index].clone(),
+            rt,
             run_queue: RefCell::new(VecDeque::new()),
             tasks: RefCell::new(VecDeque::new()),
             live_tasks: RefCell::new(std::collections::HashMap::new()),
@@ -180,13 +187,17 @@ impl Worker {
                 self.resume_from_scheduler(next);
                 continue;
             }
+            if let Some(next) = self.rt.steal_injected() {
+                self.resume_from_scheduler(next);
+                continue;
+            }
             if !self.tasks.borrow().is_empty() {
                 continue;
             }
             if self.shared.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            log::trace!("worker idle with {} parked fibers", self.registry.borrow().len());
+            log::trace!("worker {} idle with {} parked fibers", self.shared.index, self.registry.borrow().len());
             self.idle();
         }
         self.cancel_all();
@@ -211,11 +222,20 @@ impl Worker {
             (None, false) => None,
         };
         let driver = &self.shared.driver;
+        // Announce idleness, then look at the injector one last time (RuntimeShared's
+        // placement invariant), then at the inbox (SleepGate).
+        self.rt.enter_idle(&self.shared);
+        if !self.rt.injector_is_empty() {
+            self.rt.leave_idle(&self.shared);
+            return;
+        }
         if !driver.begin_sleep() {
+            self.rt.leave_idle(&self.shared);
             return; // remote work arrived
         }
         if self.shared.shutdown.load(Ordering::SeqCst) {
             driver.end_sleep();
+            self.rt.leave_idle(&self.shared);
             return;
         }
         let ready = {
@@ -225,6 +245,7 @@ impl Worker {
                 0
             });
             driver.end_sleep();
+            self.rt.leave_idle(&self.shared);
             ready
         };
         let after = Instant::now();
@@ -259,6 +280,7 @@ impl Worker {
         self.ticks.set(ticks);
         if ticks & (BUSY_POLL_INTERVAL - 1) == 0 {
             self.poll_busy();
+            self.balance();
         }
     }
 
@@ -317,6 +339,46 @@ impl Worker {
     /// Queues a task that is runnable on this worker.
     pub(crate) fn schedule_task_local(&self, task: TaskRef) {
         self.tasks.borrow_mut().push_back(task);
+    }
+
+    /// Places a new fiber: on this worker while every worker is busy (locality, no
+    /// synchronisation), or in the injector, waking an idle worker, when one is idle.
+    pub(crate) fn place_new(&self, fiber: FiberRef) {
+        if self.rt.has_idle_workers() {
+            self.rt.inject(fiber);
+        } else {
+            self.schedule_local(fiber);
+        }
+    }
+
+    /// A busy worker's share of balancing, every `BUSY_POLL_INTERVAL` switches: hand the
+    /// unstarted half of its backlog to the injector when other workers are idle, and take an
+    /// injected fiber now and then so that injected work is not starved by local work.
+    #[cold]
+    fn balance(&self) {
+        if self.rt.workers.len() == 1 {
+            return;
+        }
+        if self.rt.has_idle_workers() {
+            let mut queue = self.run_queue.borrow_mut();
+            let mut give = queue.len() / 2;
+            let mut kept = VecDeque::new();
+            while give > 0 {
+                let Some(f) = queue.pop_back() else { break };
+                if f.header.started() {
+                    kept.push_front(f); // started fibers never move (soundness rule 1)
+                } else {
+                    give -= 1;
+                    self.rt.inject(f);
+                }
+                if kept.len() > 64 {
+                    break;
+                }
+            }
+            queue.extend(kept);
+        } else if let Some(f) = self.rt.steal_injected() {
+            self.run_queue.borrow_mut().push_back(f);
+        }
     }
 
     /// Queues a fiber that is runnable on this worker (local, no synchronisation).
@@ -450,7 +512,7 @@ impl Worker {
                 overflow::set_running(std::ptr::null());
                 break self.sched_sp.get();
             }
-            match next.take().or_else(|| self.pop_runnable()) {
+            match next.take().or_else(|| self.pop_runnable()).or_else(|| self.rt.steal_injected()) {
                 None => {
                     overflow::set_running(std::ptr::null());
                     break self.sched_sp.get();

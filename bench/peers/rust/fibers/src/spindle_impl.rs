@@ -16,7 +16,7 @@ pub struct Spindle {
 
 impl Spindle {
     pub fn new() -> Spindle {
-        let rt = Runtime::new().expect("build the spindle runtime");
+        let rt = spindle::Builder::new().worker_threads(1).build().expect("build the spindle runtime");
         Spindle { rt }
     }
 }

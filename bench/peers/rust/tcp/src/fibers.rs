@@ -6,7 +6,7 @@
 use super::*;
 use spindle::net::{TcpListener, TcpStream};
 use spindle::sync::unbounded;
-use spindle::Runtime;
+
 
 fn bind_loop(n: usize) {
     for _ in 0..n {
@@ -144,6 +144,6 @@ fn body(o: &Opts) {
 }
 
 pub fn run(o: &'static Opts) {
-    let rt = Runtime::new().expect("runtime");
+    let rt = spindle::Builder::new().worker_threads(1).build().expect("runtime");
     rt.block_on(move || body(o));
 }

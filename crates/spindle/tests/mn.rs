@@ -1,0 +1,185 @@
+//! M:N: several workers share new fibers, started fibers never move, cross-worker wake-ups
+//! are never lost, and shutdown ends cleanly with fibers parked on every worker.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use spindle::sync::{channel, WaitGroup};
+use spindle::{Builder, Runtime};
+
+fn runtime(workers: usize) -> Runtime {
+    Builder::new().worker_threads(workers).build().unwrap()
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn new_fibers_spread_over_idle_workers_and_all_complete() {
+    let rt = runtime(2);
+    assert_eq!(rt.worker_threads(), 2);
+    let threads = Arc::new(Mutex::new(HashSet::<ThreadId>::new()));
+    let t2 = threads.clone();
+    let done = rt.block_on(move || {
+        let handles: Vec<_> = (0..200)
+            .map(|_| {
+                let threads = t2.clone();
+                spindle::spawn(move || {
+                    spin(Duration::from_micros(200)); // enough work for the idle worker to join in
+                    threads.lock().unwrap().insert(std::thread::current().id());
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().is_ok() as usize).sum::<usize>()
+    });
+    assert_eq!(done, 200);
+    assert_eq!(threads.lock().unwrap().len(), 2, "both workers ran fibers");
+}
+
+#[test]
+fn a_started_fiber_never_changes_thread_across_workers() {
+    let rt = runtime(2);
+    let moved = Arc::new(AtomicUsize::new(0));
+    let m2 = moved.clone();
+    rt.block_on(move || {
+        let (tx, rx) = channel::<u32>(1);
+        let rx = Arc::new(rx);
+        let handles: Vec<_> = (0..100)
+            .map(|i| {
+                let (tx, rx, moved) = (tx.clone(), rx.clone(), m2.clone());
+                spindle::spawn(move || {
+                    let first = std::thread::current().id();
+                    for round in 0..20 {
+                        match (i + round) % 3 {
+                            0 => spindle::yield_now(),
+                            1 => spindle::time::sleep(Duration::from_micros(100)),
+                            _ => {
+                                // Woken by fibers that may run on the other worker.
+                                tx.send(i).unwrap();
+                                let _ = rx.recv();
+                            }
+                        }
+                        if std::thread::current().id() != first {
+                            moved.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        handles.into_iter().for_each(|h| h.join().unwrap());
+    });
+    assert_eq!(moved.load(Ordering::SeqCst), 0, "a started fiber changed thread");
+}
+
+#[test]
+fn a_flooded_worker_shares_its_backlog() {
+    let rt = runtime(2);
+    let per_thread = Arc::new(Mutex::new(std::collections::HashMap::<ThreadId, usize>::new()));
+    let p2 = per_thread.clone();
+    rt.block_on(move || {
+        // One fiber spawns everything without yielding: the other worker must take a share.
+        let wg = Arc::new(WaitGroup::new());
+        wg.add(2000);
+        for _ in 0..2000 {
+            let (wg, p) = (wg.clone(), p2.clone());
+            spindle::spawn(move || {
+                spin(Duration::from_micros(20));
+                *p.lock().unwrap().entry(std::thread::current().id()).or_default() += 1;
+                wg.done();
+            });
+        }
+        wg.wait();
+    });
+    let counts = per_thread.lock().unwrap();
+    assert_eq!(counts.values().sum::<usize>(), 2000);
+    assert_eq!(counts.len(), 2, "the second worker took part: {counts:?}");
+}
+
+#[test]
+fn cross_worker_channels_lose_no_wake_up() {
+    let rt = runtime(2);
+    let total = rt.block_on(|| {
+        let (tx, rx) = channel::<u64>(4);
+        let (back_tx, back_rx) = channel::<u64>(4);
+        let consumers: Vec<_> = (0..4)
+            .map(|_| {
+                let (rx, back_tx) = (rx.clone(), back_tx.clone());
+                spindle::spawn(move || {
+                    for v in rx.iter() {
+                        back_tx.send(v).unwrap();
+                    }
+                })
+            })
+            .collect();
+        drop((rx, back_tx));
+        let producers: Vec<_> = (0..4)
+            .map(|p| {
+                let tx = tx.clone();
+                spindle::spawn(move || {
+                    for i in 0..25_000u64 {
+                        tx.send(p * 25_000 + i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let sum = back_rx.iter().sum::<u64>();
+        producers.into_iter().chain(consumers).for_each(|h| h.join().unwrap());
+        sum
+    });
+    assert_eq!(total, (0..100_000u64).sum::<u64>());
+}
+
+#[test]
+fn a_hundred_thousand_fibers_from_one_worker_all_complete() {
+    let rt = runtime(2);
+    let n = rt.block_on(|| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..100_000)
+            .map(|_| {
+                let c = count.clone();
+                spindle::spawn(move || {
+                    c.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        count.load(Ordering::Relaxed)
+    });
+    assert_eq!(n, 100_000);
+}
+
+#[test]
+fn shutdown_with_fibers_parked_on_every_worker_ends_cleanly() {
+    let rt = runtime(2);
+    let started = Arc::new(WaitGroup::new());
+    started.add(50);
+    let handles: Vec<_> = (0..50)
+        .map(|_| {
+            let started = started.clone();
+            rt.spawn(move || {
+                started.done();
+                spindle::time::sleep(Duration::from_secs(3600));
+            })
+        })
+        .collect();
+    started.wait();
+    drop(rt);
+    for h in handles {
+        assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    }
+}
+
+#[test]
+#[should_panic(expected = "at least one worker")]
+fn zero_workers_is_a_clear_panic() {
+    Builder::new().worker_threads(0);
+}
