@@ -25,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+pub mod blocking;
 pub mod fiber;
 mod loom;
 pub mod net;
@@ -37,6 +38,23 @@ pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};
+
+/// Runs `f` on the current runtime's blocking thread pool, so that blocking code (file I/O,
+/// a C library, a long computation) does not stall the worker. Join the handle from a fiber
+/// (it parks) or `.await` it.
+///
+/// # Panics
+///
+/// Outside a spindle worker; use [`Runtime::spawn_blocking`] there.
+pub fn spawn_blocking<F, T>(f: F) -> blocking::BlockingHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let worker = sched::worker::current()
+        .expect("spindle::spawn_blocking called outside a spindle runtime; use Runtime::spawn_blocking");
+    worker.rt.blocking.spawn(f)
+}
 
 /// Internals exposed for spindle's own benchmarks; not a public API.
 #[doc(hidden)]

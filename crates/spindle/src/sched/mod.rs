@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use crate::fiber::stack::normalize_size;
 use crate::fiber::cell::FiberRef;
+use crate::fiber::stack::normalize_size;
 use crate::fiber::{self, JoinHandle};
 use worker::{Worker, WorkerShared};
 
@@ -60,6 +60,8 @@ pub(crate) struct RuntimeShared {
     idle: AtomicUsize,
     /// Round-robin cursor for async tasks spawned from outside the runtime.
     next_task_worker: AtomicUsize,
+    /// Threads for `spawn_blocking`.
+    pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
 }
 
 impl RuntimeShared {
@@ -130,6 +132,8 @@ impl RuntimeShared {
 #[derive(Debug, Clone)]
 pub struct Builder {
     worker_threads: Option<usize>,
+    max_blocking_threads: usize,
+    blocking_keep_alive: std::time::Duration,
     stack_size: usize,
     stack_cache: usize,
     stack_keep_warm: usize,
@@ -146,11 +150,30 @@ impl Builder {
     pub fn new() -> Builder {
         Builder {
             worker_threads: None,
+            max_blocking_threads: 512,
+            blocking_keep_alive: std::time::Duration::from_secs(10),
             stack_size: DEFAULT_STACK_SIZE,
             stack_cache: 65_536,
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
         }
+    }
+
+    /// The most threads `spawn_blocking` may run at once (default 512); more jobs queue.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
+        assert!(n > 0, "max_blocking_threads must be at least 1");
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking thread waits for a job before it exits (default 10 s).
+    pub fn blocking_keep_alive(&mut self, keep_alive: std::time::Duration) -> &mut Builder {
+        self.blocking_keep_alive = keep_alive;
+        self
     }
 
     /// Number of worker threads, each an event loop running fibers and tasks (default: the
@@ -205,7 +228,8 @@ impl Builder {
         fiber::overflow::install_handler();
         let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
         let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
-        let workers = (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+        let workers =
+            (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(RuntimeShared {
             id,
             config,
@@ -213,6 +237,11 @@ impl Builder {
             injector: crossbeam_deque::Injector::new(),
             idle: AtomicUsize::new(0),
             next_task_worker: AtomicUsize::new(0),
+            blocking: Arc::new(crate::blocking::BlockingPool::new(
+                self.max_blocking_threads,
+                self.blocking_keep_alive,
+                format!("{}-blocking", self.thread_name),
+            )),
         });
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
@@ -300,6 +329,16 @@ impl Runtime {
         crate::task::spawn_on(self.shared.task_owner(), future)
     }
 
+    /// Runs `f` on the runtime's blocking thread pool; the handle can be joined from a fiber
+    /// (parks it) or a thread, or awaited.
+    pub fn spawn_blocking<F, T>(&self, f: F) -> crate::blocking::BlockingHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.blocking.spawn(f)
+    }
+
     /// Number of worker threads.
     pub fn worker_threads(&self) -> usize {
         self.shared.workers.len()
@@ -324,6 +363,7 @@ impl Drop for Runtime {
         for thread in self.threads.drain(..) {
             panicked |= thread.join().is_err();
         }
+        self.shared.blocking.shutdown();
         // Fibers injected but never taken by a worker: complete them as cancelled.
         while let Some(fiber) = self.shared.steal_injected() {
             fiber.stage.abort_unstarted(&fiber.header, Box::new(crate::fiber::Cancelled));

@@ -197,7 +197,11 @@ impl Worker {
             if self.shared.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            log::trace!("worker {} idle with {} parked fibers", self.shared.index, self.registry.borrow().len());
+            log::trace!(
+                "worker {} idle with {} parked fibers",
+                self.shared.index,
+                self.registry.borrow().len()
+            );
             self.idle();
         }
         self.cancel_all();

@@ -1,0 +1,234 @@
+//! `spawn_blocking`: run blocking code (file I/O, a C library, a long computation) on a
+//! separate pool of threads, so that it does not stall a worker's fibers and tasks.
+//!
+//! # Invariants
+//!
+//! - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
+//!   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
+//!   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
+//! - Each job's result goes to one [`BlockingHandle`] through a small completion cell (lock,
+//!   result, waker or waiter); the job's panic is caught and handed over as its `Err`.
+//! - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
+//!   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
+//!   interrupted), and their handles still get the results.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::Duration;
+
+use crate::fiber::Cancelled;
+use crate::sync::lock;
+use crate::sync::waiter::{self, Waiter};
+
+type Job = Box<dyn FnOnce(bool) + Send>;
+
+struct PoolState {
+    queue: VecDeque<Job>,
+    threads: usize,
+    idle: usize,
+    shutdown: bool,
+}
+
+/// A runtime's pool of blocking threads.
+pub(crate) struct BlockingPool {
+    state: Mutex<PoolState>,
+    available: Condvar,
+    max_threads: usize,
+    keep_alive: Duration,
+    thread_name: String,
+}
+
+impl fmt::Debug for BlockingPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = lock(&self.state);
+        f.debug_struct("BlockingPool").field("threads", &s.threads).field("queued", &s.queue.len()).finish()
+    }
+}
+
+impl BlockingPool {
+    pub(crate) fn new(max_threads: usize, keep_alive: Duration, thread_name: String) -> BlockingPool {
+        BlockingPool {
+            state: Mutex::new(PoolState { queue: VecDeque::new(), threads: 0, idle: 0, shutdown: false }),
+            available: Condvar::new(),
+            max_threads,
+            keep_alive,
+            thread_name,
+        }
+    }
+
+    pub(crate) fn spawn<F, T>(self: &Arc<Self>, f: F) -> BlockingHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let cell = Arc::new(Completion::<T>::default());
+        let done = cell.clone();
+        // `run` is false when the pool shut down before the job started.
+        let job: Job = Box::new(move |run| {
+            let result = if run { catch_unwind(AssertUnwindSafe(f)) } else { Err(Box::new(Cancelled) as _) };
+            done.complete(result);
+        });
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            drop(state);
+            job(false);
+            return BlockingHandle { cell };
+        }
+        state.queue.push_back(job);
+        if state.idle > 0 {
+            self.available.notify_one();
+        } else if state.threads < self.max_threads {
+            state.threads += 1;
+            let pool = self.clone();
+            let spawned =
+                thread::Builder::new().name(self.thread_name.clone()).spawn(move || pool.worker_loop());
+            if let Err(e) = spawned {
+                state.threads -= 1;
+                log::error!("spawn_blocking: could not start a thread ({e}); the job waits for a free one");
+                if state.threads == 0 {
+                    // Nothing will ever run it: fail it now rather than hang its handle.
+                    let job = state.queue.pop_back().expect("just pushed");
+                    drop(state);
+                    job(false);
+                }
+            }
+        }
+        BlockingHandle { cell }
+    }
+
+    fn worker_loop(self: Arc<Self>) {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(job) = state.queue.pop_front() {
+                drop(state);
+                job(true);
+                state = lock(&self.state);
+                continue;
+            }
+            if state.shutdown {
+                break;
+            }
+            state.idle += 1;
+            let (next, timeout) =
+                self.available.wait_timeout(state, self.keep_alive).unwrap_or_else(|e| e.into_inner());
+            state = next;
+            state.idle -= 1;
+            if timeout.timed_out() && state.queue.is_empty() {
+                break;
+            }
+        }
+        state.threads -= 1;
+    }
+
+    /// Stops the pool: queued jobs complete as cancelled, idle threads exit.
+    pub(crate) fn shutdown(&self) {
+        let jobs: Vec<Job> = {
+            let mut state = lock(&self.state);
+            state.shutdown = true;
+            state.queue.drain(..).collect()
+        };
+        self.available.notify_all();
+        for job in jobs {
+            job(false);
+        }
+    }
+}
+
+struct Slot<T> {
+    result: Option<thread::Result<T>>,
+    taken: bool,
+    waker: Option<Waker>,
+    waiter: Option<Waiter>,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot { result: None, taken: false, waker: None, waiter: None }
+    }
+}
+
+struct Completion<T> {
+    slot: Mutex<Slot<T>>,
+}
+
+impl<T> Default for Completion<T> {
+    fn default() -> Self {
+        Completion { slot: Mutex::new(Slot::default()) }
+    }
+}
+
+impl<T> Completion<T> {
+    fn complete(&self, result: thread::Result<T>) {
+        let (waker, waiter) = {
+            let mut slot = lock(&self.slot);
+            slot.result = Some(result);
+            (slot.waker.take(), slot.waiter.take())
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+}
+
+/// The result of a [`spawn_blocking`](crate::spawn_blocking) job: wait for it with
+/// [`join`](Self::join) (parks a fiber, blocks a thread) or `.await` it.
+pub struct BlockingHandle<T> {
+    cell: Arc<Completion<T>>,
+}
+
+impl<T> BlockingHandle<T> {
+    /// Waits for the job; `Err` carries its panic, or `Cancelled` if the runtime shut down
+    /// before it started.
+    pub fn join(self) -> thread::Result<T> {
+        loop {
+            {
+                let mut slot = lock(&self.cell.slot);
+                if let Some(r) = slot.result.take() {
+                    slot.taken = true;
+                    return r;
+                }
+                slot.waiter = Some(Waiter::current());
+            }
+            waiter::park();
+        }
+    }
+
+    /// Whether the job has finished.
+    pub fn is_finished(&self) -> bool {
+        lock(&self.cell.slot).result.is_some()
+    }
+}
+
+impl<T> Future for BlockingHandle<T> {
+    type Output = thread::Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<thread::Result<T>> {
+        let mut slot = lock(&self.cell.slot);
+        match slot.result.take() {
+            Some(r) => {
+                slot.taken = true;
+                Poll::Ready(r)
+            }
+            None => {
+                assert!(!slot.taken, "a BlockingHandle polled after it completed");
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for BlockingHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingHandle").field("finished", &self.is_finished()).finish()
+    }
+}
