@@ -198,7 +198,7 @@ impl<T> BlockingHandle<T> {
                 }
                 slot.waiter = Some(Waiter::current());
             }
-            waiter::park();
+            waiter::park_on("spawn_blocking join");
         }
     }
 

@@ -37,6 +37,7 @@ pub mod task;
 pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
+pub use sched::metrics::{FiberInfo, WorkerMetrics};
 pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};
 
 /// Runs `f` on the current runtime's blocking thread pool, so that blocking code (file I/O,

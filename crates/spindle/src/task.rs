@@ -36,7 +36,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return v;
         }
-        crate::sync::waiter::park();
+        crate::sync::waiter::park_on("block_on (future pending)");
     }
 }
 
@@ -326,7 +326,7 @@ where
                 }
                 join.waiter = Some(crate::sync::waiter::Waiter::current());
             }
-            crate::sync::waiter::park();
+            crate::sync::waiter::park_on("task join");
         }
         self.take_output()
     }

@@ -42,7 +42,7 @@ pub fn sleep_until(deadline: Instant) {
     }
     let _cancel = Cancel(key);
     while Instant::now() < deadline {
-        crate::fiber::park();
+        crate::sync::waiter::park_on("sleep");
     }
 }
 

@@ -62,6 +62,8 @@ pub(crate) struct Header {
     pub(crate) cancel: std::sync::atomic::AtomicBool,
     /// Index in the owner's registry of started fibers (owner-only).
     pub(crate) slot: Cell<usize>,
+    /// What the fiber last parked on (owner-only; read by the dump on the owner's thread).
+    pub(crate) waiting_on: Cell<&'static str>,
     /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
     pub(crate) waker: Cell<Option<std::task::Waker>>,
     /// Park state (module `sync_word`): written by the fiber and its unparkers.
@@ -92,6 +94,7 @@ impl Header {
             guard: Cell::new((0, 0)),
             cancel: std::sync::atomic::AtomicBool::new(false),
             slot: Cell::new(usize::MAX),
+            waiting_on: Cell::new("not started"),
             waker: Cell::new(None),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),

@@ -171,7 +171,7 @@ impl<T> JoinHandle<T> {
         let header = &self.cell.header;
         if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
-                crate::sync::waiter::park();
+                crate::sync::waiter::park_on("join");
             }
         }
         self.cell.stage.take()
@@ -204,7 +204,7 @@ impl<T> JoinHandle<T> {
                 self.registered.set(true);
                 let timer = w.add_timer(deadline, waker);
                 while !header.is_complete() && std::time::Instant::now() < deadline {
-                    crate::sync::waiter::park();
+                    crate::sync::waiter::park_on("join (with timeout)");
                 }
                 w.cancel_timer(timer);
             }

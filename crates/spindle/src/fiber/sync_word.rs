@@ -84,6 +84,11 @@ impl ParkState {
         }
     }
 
+    /// Whether the fiber is suspended in `park` (a snapshot, for diagnostics).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == PARKED
+    }
+
     /// For shutdown, by the owner worker: takes a `PARKED` fiber out of `PARKED` without
     /// leaving a permit. True when the caller must reschedule it.
     pub(crate) fn claim_parked(&self) -> bool {

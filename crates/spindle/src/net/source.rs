@@ -155,7 +155,10 @@ impl IoSource {
         }
         let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
         loop {
-            crate::fiber::park();
+            crate::sync::waiter::park_on(match dir {
+                Direction::Read => "socket read",
+                Direction::Write => "socket write",
+            });
             if reg.io.tick(dir) != seen {
                 return Ok(());
             }

@@ -15,6 +15,7 @@
 //! fiber that never reaches a suspension point (an endless computation) keeps the drop from
 //! returning, as a thread that never ends keeps `join` from returning.
 
+pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod worker;
 
@@ -62,6 +63,8 @@ pub(crate) struct RuntimeShared {
     next_task_worker: AtomicUsize,
     /// Threads for `spawn_blocking`.
     pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
+    /// When the runtime was built (for the busy-time metric).
+    started: std::time::Instant,
 }
 
 impl RuntimeShared {
@@ -132,6 +135,7 @@ impl RuntimeShared {
 #[derive(Debug, Clone)]
 pub struct Builder {
     worker_threads: Option<usize>,
+    long_running_budget: Option<std::time::Duration>,
     max_blocking_threads: usize,
     blocking_keep_alive: std::time::Duration,
     stack_size: usize,
@@ -150,6 +154,7 @@ impl Builder {
     pub fn new() -> Builder {
         Builder {
             worker_threads: None,
+            long_running_budget: Some(std::time::Duration::from_millis(100)),
             max_blocking_threads: 512,
             blocking_keep_alive: std::time::Duration::from_secs(10),
             stack_size: DEFAULT_STACK_SIZE,
@@ -157,6 +162,13 @@ impl Builder {
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
         }
+    }
+
+    /// Warn (through the `log` facade) when a fiber or task runs longer than `budget` without
+    /// yielding; `None` turns the watchdog thread off. Default: 100 ms.
+    pub fn long_running_budget(&mut self, budget: Option<std::time::Duration>) -> &mut Builder {
+        self.long_running_budget = budget;
+        self
     }
 
     /// The most threads `spawn_blocking` may run at once (default 512); more jobs queue.
@@ -237,6 +249,7 @@ impl Builder {
             injector: crossbeam_deque::Injector::new(),
             idle: AtomicUsize::new(0),
             next_task_worker: AtomicUsize::new(0),
+            started: std::time::Instant::now(),
             blocking: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
@@ -253,12 +266,24 @@ impl Builder {
                 Ok(handle) => threads.push(handle),
                 Err(e) => {
                     // Stop the workers already started before reporting the error.
-                    drop(Runtime { shared, threads });
+                    drop(Runtime { shared, threads, watchdog: None });
                     return Err(e);
                 }
             }
         }
-        Ok(Runtime { shared, threads })
+        let watchdog = match self.long_running_budget {
+            Some(budget) if !budget.is_zero() => {
+                let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+                let (rt, stop2) = (Arc::downgrade(&shared), stop.clone());
+                thread::Builder::new()
+                    .name(format!("{}-watchdog", self.thread_name))
+                    .spawn(move || metrics::watchdog(rt, budget, stop2))
+                    .ok()
+                    .map(|h| (stop, h))
+            }
+            _ => None,
+        };
+        Ok(Runtime { shared, threads, watchdog })
     }
 }
 
@@ -276,7 +301,11 @@ impl Builder {
 pub struct Runtime {
     shared: Arc<RuntimeShared>,
     threads: Vec<thread::JoinHandle<()>>,
+    watchdog: Option<(StopSignal, thread::JoinHandle<()>)>,
 }
+
+/// Tells the watchdog thread to stop (a flag and the condvar it sleeps on).
+type StopSignal = Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
 
 impl Runtime {
     /// A runtime with the default settings.
@@ -339,6 +368,28 @@ impl Runtime {
         self.shared.blocking.spawn(f)
     }
 
+    /// A snapshot of every worker's counters.
+    pub fn metrics(&self) -> Vec<metrics::WorkerMetrics> {
+        self.shared.workers.iter().map(|w| w.stats.snapshot(w.index, self.shared.started)).collect()
+    }
+
+    /// Every started, unfinished fiber of the runtime: id, name, owner worker and what it is
+    /// parked on. Each worker lists its own fibers (in a task on its loop), so the call waits
+    /// for every worker to get there: from a fiber it parks, from a thread it blocks.
+    pub fn dump_fibers(&self) -> Vec<metrics::FiberInfo> {
+        let handles: Vec<_> = self
+            .shared
+            .workers
+            .iter()
+            .map(|w| {
+                crate::task::spawn_on(w.clone(), async {
+                    worker::current().map(|w| w.dump()).unwrap_or_default()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    }
+
     /// Number of worker threads.
     pub fn worker_threads(&self) -> usize {
         self.shared.workers.len()
@@ -356,6 +407,11 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        if let Some((stop, handle)) = self.watchdog.take() {
+            *crate::sync::lock(&stop.0) = true;
+            stop.1.notify_all();
+            let _ = handle.join();
+        }
         for w in &self.shared.workers {
             w.request_shutdown();
         }

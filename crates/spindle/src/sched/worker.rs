@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
+use super::metrics::{bump, FiberInfo, WorkerStats};
 use super::registry::Registry;
 use super::RuntimeShared;
 use crate::fiber::arch;
@@ -90,6 +91,8 @@ pub(crate) struct WorkerShared {
     /// Set while the worker looks for work or sleeps (see `RuntimeShared`); a producer that
     /// clears it owes the worker a wake-up.
     pub(crate) idle: AtomicBool,
+    /// Counters and liveness signals (module `metrics`).
+    pub(crate) stats: WorkerStats,
     inbox: Mutex<Vec<FiberRef>>,
     task_inbox: Mutex<Vec<TaskRef>>,
     pub(crate) shutdown: AtomicBool,
@@ -103,6 +106,7 @@ impl WorkerShared {
             runtime_id,
             index,
             idle: AtomicBool::new(false),
+            stats: WorkerStats::default(),
             inbox: Mutex::new(Vec::new()),
             task_inbox: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
@@ -187,7 +191,7 @@ impl Worker {
                 self.resume_from_scheduler(next);
                 continue;
             }
-            if let Some(next) = self.rt.steal_injected() {
+            if let Some(next) = self.take_injected() {
                 self.resume_from_scheduler(next);
                 continue;
             }
@@ -242,6 +246,10 @@ impl Worker {
             self.rt.leave_idle(&self.shared);
             return;
         }
+        let stats = &self.shared.stats;
+        bump(&stats.sleeps, 1);
+        stats.sleeping.store(true, Ordering::Relaxed);
+        let slept_from = Instant::now();
         let ready = {
             let mut events = self.events.borrow_mut();
             let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
@@ -253,6 +261,8 @@ impl Worker {
             ready
         };
         let after = Instant::now();
+        bump(&stats.sleep_ns, u64::try_from((after - slept_from).as_nanos()).unwrap_or(u64::MAX));
+        stats.sleeping.store(false, Ordering::Relaxed);
         self.fire_timers(after);
         if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
             self.pool.borrow_mut().trim();
@@ -330,6 +340,8 @@ impl Worker {
         let n = self.tasks.borrow().len();
         for _ in 0..n {
             let Some(task) = self.tasks.borrow_mut().pop_front() else { break };
+            bump(&self.shared.stats.tasks_polled, 1);
+            bump(&self.shared.stats.progress, 1);
             let key = Arc::as_ptr(&task) as *const () as usize;
             task.clone().run();
             if task.is_done() {
@@ -343,6 +355,27 @@ impl Worker {
     /// Queues a task that is runnable on this worker.
     pub(crate) fn schedule_task_local(&self, task: TaskRef) {
         self.tasks.borrow_mut().push_back(task);
+    }
+
+    /// Takes a new fiber from the injector (counted).
+    fn take_injected(&self) -> Option<FiberRef> {
+        let f = self.rt.steal_injected()?;
+        bump(&self.shared.stats.injected_taken, 1);
+        Some(f)
+    }
+
+    /// This worker's fibers, for `Runtime::dump_fibers` (runs on the worker's thread).
+    pub(crate) fn dump(&self) -> Vec<FiberInfo> {
+        self.registry
+            .borrow()
+            .iter()
+            .map(|f| FiberInfo {
+                id: f.header.id,
+                name: f.header.name.as_deref().map(str::to_owned),
+                worker: self.shared.index,
+                waiting_on: if f.header.park.is_parked() { f.header.waiting_on.get() } else { "runnable" },
+            })
+            .collect()
     }
 
     /// Places a new fiber: on this worker while every worker is busy (locality, no
@@ -373,6 +406,7 @@ impl Worker {
                     kept.push_front(f); // started fibers never move (soundness rule 1)
                 } else {
                     give -= 1;
+                    bump(&self.shared.stats.shared_out, 1);
                     self.rt.inject(f);
                 }
                 if kept.len() > 64 {
@@ -380,7 +414,7 @@ impl Worker {
                 }
             }
             queue.extend(kept);
-        } else if let Some(f) = self.rt.steal_injected() {
+        } else if let Some(f) = self.take_injected() {
             self.run_queue.borrow_mut().push_back(f);
         }
     }
@@ -435,6 +469,7 @@ impl Worker {
     #[cold]
     fn drain_inbox(&self) {
         if self.shared.driver.take_remote_work() {
+            bump(&self.shared.stats.remote_wakeups, 1);
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.run_queue.borrow_mut().extend(inbox.drain(..));
             drop(inbox);
@@ -484,12 +519,15 @@ impl Worker {
         header.set_owner(&self.shared);
         let slot = self.registry.borrow_mut().insert(fiber.clone());
         header.slot.set(slot);
+        bump(&self.shared.stats.fibers_started, 1);
+        self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
         Some(sp)
     }
 
     /// From the scheduler context: switch into `fiber` until it switches back.
     fn resume_from_scheduler(&self, fiber: FiberRef) {
         let Some(sp) = self.prepare(&fiber) else { return };
+        self.note_resume(&fiber.header);
         overflow::set_running(&fiber.header);
         self.current.set(Some(fiber));
         // SAFETY: `sched_sp` is our own save slot; `sp` was saved by a switch away from this
@@ -497,7 +535,17 @@ impl Worker {
         // queue, invariant 3).
         unsafe { arch::switch(self.sched_sp.as_ptr(), sp, 0) };
         overflow::set_running(std::ptr::null());
+        self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
         self.after_switch();
+    }
+
+    /// Counts a switch into `header`'s fiber and publishes it as running (for the watchdog).
+    #[inline]
+    fn note_resume(&self, header: &Header) {
+        let stats = &self.shared.stats;
+        bump(&stats.fibers_resumed, 1);
+        bump(&stats.progress, 1);
+        stats.running_fiber.store(header.id, Ordering::Relaxed);
     }
 
     /// From a fiber: switch to the next runnable fiber, or to the scheduler context. `save`
@@ -513,11 +561,13 @@ impl Worker {
                 if let Some(n) = next.take() {
                     self.run_queue.borrow_mut().push_front(n);
                 }
+                self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
                 overflow::set_running(std::ptr::null());
                 break self.sched_sp.get();
             }
-            match next.take().or_else(|| self.pop_runnable()).or_else(|| self.rt.steal_injected()) {
+            match next.take().or_else(|| self.pop_runnable()).or_else(|| self.take_injected()) {
                 None => {
+                    self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
                     overflow::set_running(std::ptr::null());
                     break self.sched_sp.get();
                 }
@@ -527,6 +577,7 @@ impl Worker {
                 }
                 Some(next) => {
                     if let Some(sp) = self.prepare(&next) {
+                        self.note_resume(&next.header);
                         overflow::set_running(&next.header);
                         self.current.set(Some(next));
                         break sp;
@@ -557,6 +608,7 @@ impl Worker {
                 self.pool.borrow_mut().put(stack);
             }
             self.registry.borrow_mut().remove(done.header.slot.get());
+            self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
         }
     }
 
@@ -577,7 +629,7 @@ impl Worker {
     }
 
     /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
-    pub(crate) fn park_fiber(&self) {
+    pub(crate) fn park_fiber(&self, reason: &'static str) {
         let me = self.current.take().expect(
             "a blocking spindle call (channel, lock, join, sleep, socket) was made outside a fiber on a \
              worker thread, e.g. from an async task: use the async API there",
@@ -587,6 +639,7 @@ impl Worker {
             self.current.set(Some(me));
             return check_cancel(self);
         }
+        me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
         // The registry keeps the fiber alive while parked (invariant 4).
         drop(me);

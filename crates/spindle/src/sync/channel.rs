@@ -116,7 +116,7 @@ impl<T> Sender<T> {
                 }
             }
             drop(state);
-            waiter::park();
+            waiter::park_on("channel send");
         }
     }
 
@@ -168,7 +168,7 @@ impl<T> Receiver<T> {
                 }
             }
             drop(state);
-            waiter::park();
+            waiter::park_on("channel recv");
         }
     }
 

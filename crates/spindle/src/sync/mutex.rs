@@ -102,7 +102,7 @@ impl<T: ?Sized> Mutex<T> {
             queue.push(&node);
             drop(queue);
             let unwinding = Unwinding { mutex: self, node: &node };
-            waiter::park();
+            waiter::park_on("mutex lock");
             std::mem::forget(unwinding);
             queue = lock(&self.queue);
         }

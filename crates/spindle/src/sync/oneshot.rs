@@ -72,7 +72,7 @@ impl<T> Receiver<T> {
                 state.waiter = Some(Waiter::current());
             }
             drop(state);
-            waiter::park();
+            waiter::park_on("oneshot recv");
         }
     }
 

@@ -50,8 +50,13 @@ impl Waiter {
 
 /// Parks the caller (fiber or thread) until woken; may return spuriously.
 pub(crate) fn park() {
+    park_on("park");
+}
+
+/// Like [`park`], recording what the fiber waits for (shown by `Runtime::dump_fibers`).
+pub(crate) fn park_on(reason: &'static str) {
     match worker::current() {
-        Some(worker) => worker.park_fiber(),
+        Some(worker) => worker.park_fiber(reason),
         None => thread::park(),
     }
 }

@@ -74,7 +74,7 @@ impl WaitGroup {
             }
             inner.waiters.push(node.get_or_insert_with(WaitNode::new));
             drop(inner);
-            waiter::park();
+            waiter::park_on("wait group");
         }
     }
 

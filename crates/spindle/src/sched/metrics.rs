@@ -1,0 +1,144 @@
+//! Run-time observability: per-worker counters, a dump of the fibers each worker holds, and a
+//! watchdog that warns when a fiber or task runs too long without yielding.
+//!
+//! # Invariants
+//!
+//! - Every counter of [`WorkerStats`] has one writer, its worker's thread, which bumps it with
+//!   a relaxed load and store (no locked instruction on the hot path); readers on other threads
+//!   see a recent value, never a torn one.
+//! - The watchdog only reads: a worker's `progress` counter (bumped at every switch and task
+//!   poll) and whether it is inside `epoll_wait`. A worker that is awake, not idle, and whose
+//!   counter has not moved for longer than the budget is running one fiber or task that has not
+//!   yielded; the watchdog logs a warning naming the fiber id it published, once per stall.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Counters of one worker (single writer: the worker's thread).
+#[derive(Debug, Default)]
+pub(crate) struct WorkerStats {
+    pub(crate) fibers_resumed: AtomicU64,
+    pub(crate) fibers_started: AtomicU64,
+    pub(crate) tasks_polled: AtomicU64,
+    pub(crate) injected_taken: AtomicU64,
+    pub(crate) shared_out: AtomicU64,
+    pub(crate) sleeps: AtomicU64,
+    pub(crate) remote_wakeups: AtomicU64,
+    pub(crate) sleep_ns: AtomicU64,
+    pub(crate) parked_fibers: AtomicU64,
+    /// Bumped at every switch and task poll: the watchdog's sign of life.
+    pub(crate) progress: AtomicU64,
+    /// The fiber running now (0 in the scheduler context).
+    pub(crate) running_fiber: AtomicU64,
+    /// True while the worker sleeps in the reactor.
+    pub(crate) sleeping: AtomicBool,
+}
+
+/// Adds `n` to a single-writer counter without a locked instruction.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+/// A snapshot of one worker's counters, from [`Runtime::metrics`](crate::Runtime::metrics).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// The worker's index in the runtime.
+    pub index: usize,
+    /// Context switches into fibers (each resumption of a fiber counts once).
+    pub fibers_resumed: u64,
+    /// Fibers that made their first run on this worker.
+    pub fibers_started: u64,
+    /// Polls of async tasks.
+    pub tasks_polled: u64,
+    /// New fibers this worker took from the shared injector (work stolen from others or
+    /// submitted from outside).
+    pub injected_taken: u64,
+    /// Unstarted fibers this worker handed to the injector for idle workers.
+    pub shared_out: u64,
+    /// Times the worker went to sleep in `epoll_wait`.
+    pub sleeps: u64,
+    /// Times another thread's work woke or reached it (inbox drains).
+    pub remote_wakeups: u64,
+    /// Time spent awake (running fibers, tasks and the loop itself) since the runtime started.
+    pub busy: Duration,
+    /// Started fibers that have not finished (parked or runnable) on this worker.
+    pub live_fibers: u64,
+}
+
+/// One fiber in a [`Runtime::dump_fibers`](crate::Runtime::dump_fibers) listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FiberInfo {
+    pub id: u64,
+    pub name: Option<String>,
+    /// The worker that owns it.
+    pub worker: usize,
+    /// `"runnable"`, or what it is parked on: `"channel recv"`, `"sleep"`, `"socket read"`...
+    pub waiting_on: &'static str,
+}
+
+impl WorkerStats {
+    pub(crate) fn snapshot(&self, index: usize, started: Instant) -> WorkerMetrics {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let slept = Duration::from_nanos(r(&self.sleep_ns));
+        WorkerMetrics {
+            index,
+            fibers_resumed: r(&self.fibers_resumed),
+            fibers_started: r(&self.fibers_started),
+            tasks_polled: r(&self.tasks_polled),
+            injected_taken: r(&self.injected_taken),
+            shared_out: r(&self.shared_out),
+            sleeps: r(&self.sleeps),
+            remote_wakeups: r(&self.remote_wakeups),
+            busy: started.elapsed().saturating_sub(slept),
+            live_fibers: r(&self.parked_fibers),
+        }
+    }
+}
+
+/// Watches the workers of a runtime for fibers or tasks that do not yield.
+pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Duration, stop: super::StopSignal) {
+    let mut last: Vec<(u64, Instant, bool)> = Vec::new();
+    loop {
+        {
+            let (lock, cvar) = &*stop;
+            let guard = crate::sync::lock(lock);
+            let (guard, _) = cvar.wait_timeout(guard, budget / 2).unwrap_or_else(|e| e.into_inner());
+            if *guard {
+                return;
+            }
+        }
+        let Some(rt) = rt.upgrade() else { return };
+        if last.len() != rt.workers.len() {
+            last = vec![(u64::MAX, Instant::now(), false); rt.workers.len()];
+        }
+        for (w, seen) in rt.workers.iter().zip(last.iter_mut()) {
+            let stats = &w.stats;
+            let progress = stats.progress.load(Ordering::Relaxed);
+            if progress != seen.0 || stats.sleeping.load(Ordering::Relaxed) {
+                *seen = (progress, Instant::now(), false);
+                continue;
+            }
+            let stalled = seen.1.elapsed();
+            if stalled >= budget && !seen.2 {
+                seen.2 = true; // once per stall
+                let fiber = stats.running_fiber.load(Ordering::Relaxed);
+                if fiber != 0 {
+                    log::warn!(
+                        "spindle worker {}: fiber {fiber} has run for {stalled:?} without yielding \
+                         (budget {budget:?}); long computations belong in spawn_blocking",
+                        w.index
+                    );
+                } else {
+                    log::warn!(
+                        "spindle worker {}: a task or the loop has run for {stalled:?} without yielding \
+                         (budget {budget:?})",
+                        w.index
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Observability: per-worker counters, the fiber dump with wait reasons, and the watchdog's
+//! warning for a fiber that does not yield.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use spindle::Builder;
+
+#[test]
+fn counters_move_with_the_work_done() {
+    let rt = Builder::new().worker_threads(2).build().unwrap();
+    let before: u64 = rt.metrics().iter().map(|m| m.fibers_resumed).sum();
+    rt.block_on(|| {
+        let hs: Vec<_> = (0..100).map(|_| spindle::spawn(spindle::yield_now)).collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let _ = rt.spawn_async(async {}).join();
+    let m = rt.metrics();
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[0].index, 0);
+    assert_eq!(m[1].index, 1);
+    let resumed: u64 = m.iter().map(|m| m.fibers_resumed).sum();
+    let started: u64 = m.iter().map(|m| m.fibers_started).sum();
+    assert!(resumed >= before + 101, "every one of the 101 fibers was resumed at least once");
+    assert!(started >= 101);
+    assert!(m.iter().map(|m| m.tasks_polled).sum::<u64>() >= 1);
+    assert!(m.iter().map(|m| m.remote_wakeups).sum::<u64>() >= 1, "block_on arrived from outside");
+    assert!(m.iter().all(|m| m.live_fibers == 0 || m.live_fibers < 5));
+}
+
+#[test]
+fn the_dump_names_parked_fibers_and_what_they_wait_on() {
+    let rt = Builder::new().worker_threads(1).build().unwrap();
+    let (tx, rx) = spindle::sync::channel::<u8>(1);
+    let _reader = spindle::fiber::Builder::new().name("reader").spawn_on(&rt, move || rx.recv()).unwrap();
+    let _sleeper = spindle::fiber::Builder::new()
+        .name("sleeper")
+        .spawn_on(&rt, || spindle::time::sleep(Duration::from_secs(3600)))
+        .unwrap();
+    // Wait until both have parked.
+    let dump = loop {
+        let dump = rt.dump_fibers();
+        if dump.iter().filter(|f| f.waiting_on != "runnable" && f.waiting_on != "not started").count() == 2 {
+            break dump;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let find = |n: &str| dump.iter().find(|f| f.name.as_deref() == Some(n)).unwrap().clone();
+    assert_eq!(find("reader").waiting_on, "channel recv");
+    assert_eq!(find("sleeper").waiting_on, "sleep");
+    assert_eq!(find("reader").worker, 0);
+    drop(tx);
+}
+
+struct Capture(Arc<Mutex<Vec<String>>>);
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        if record.level() <= log::Level::Warn {
+            self.0.lock().unwrap().push(record.args().to_string());
+        }
+    }
+    fn flush(&self) {}
+}
+
+#[test]
+fn the_watchdog_warns_about_a_fiber_that_does_not_yield() {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    log::set_logger(Box::leak(Box::new(Capture(lines.clone())))).unwrap();
+    log::set_max_level(log::LevelFilter::Warn);
+    let rt = Builder::new()
+        .worker_threads(1)
+        .long_running_budget(Some(Duration::from_millis(20)))
+        .build()
+        .unwrap();
+    let id = rt.block_on(|| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(200) {
+            std::hint::spin_loop(); // never yields
+        }
+        spindle::fiber::current().id().as_u64()
+    });
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("fiber {id} has run for")) && l.contains("without yielding")),
+        "{lines:?}"
+    );
+}
