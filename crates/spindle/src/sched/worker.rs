@@ -378,10 +378,11 @@ impl Worker {
             .collect()
     }
 
-    /// Places a new fiber: on this worker while every worker is busy (locality, no
-    /// synchronisation), or in the injector, waking an idle worker, when one is idle.
+    /// Places a new fiber: on this worker when it has nothing else queued (the spawner often
+    /// waits for it next: running it here costs no cross-thread hop) or while every worker is
+    /// busy; otherwise in the injector, waking an idle worker.
     pub(crate) fn place_new(&self, fiber: FiberRef) {
-        if self.rt.has_idle_workers() {
+        if self.rt.has_idle_workers() && !self.run_queue.borrow().is_empty() {
             self.rt.inject(fiber);
         } else {
             self.schedule_local(fiber);
