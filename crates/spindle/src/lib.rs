@@ -1,8 +1,9 @@
 //! spindle: cheap concurrency for Linux.
 //!
 //! Fibers are stackful coroutines: code written in plain blocking style that parks the fiber,
-//! not the thread, when it waits. A [`Runtime`] starts its worker thread when it is built;
-//! the worker switches between fibers with a few instructions of hand-written assembly.
+//! not the thread, when it waits. A [`Runtime`] starts its worker threads when it is built;
+//! each worker is an epoll event loop that switches between fibers with a few instructions of
+//! hand-written assembly, and polls async tasks on the same loop.
 //!
 //! ```
 //! use spindle::sync::channel;
