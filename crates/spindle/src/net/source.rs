@@ -125,6 +125,14 @@ impl IoSource {
         }
     }
 
+    /// Waits for the next readiness event of `dir` (or the deadline), without trying an
+    /// operation first: for a non-blocking `connect`, whose completion is signalled by
+    /// writability.
+    pub(crate) fn wait_ready(&self, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
+        let seen = self.registration.get().map(|r| r.io.tick(dir));
+        self.wait(dir, seen, deadline)
+    }
+
     /// Waits until an event of `dir` newer than `seen` (or, when the socket was not registered
     /// before the attempt, any readiness) or the deadline.
     fn wait(&self, dir: Direction, seen: Option<u32>, deadline: Option<Instant>) -> io::Result<()> {

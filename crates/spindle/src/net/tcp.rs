@@ -162,15 +162,22 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        // Writable means the handshake ended; SO_ERROR says how.
-        stream.source.blocking(Direction::Write, deadline, |s| match s.take_error()? {
-            Some(err) => Err(err),
-            None => match s.peer_addr() {
-                Ok(_) => Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Err(io::ErrorKind::WouldBlock.into()),
-                Err(e) => Err(e),
-            },
-        })?;
+        // A peer address means the handshake succeeded (on loopback it usually has by now, so
+        // look before waiting; an error that came after it, such as a reset, is left for the
+        // first read, as with std's connect). Otherwise SO_ERROR says why it failed, or, if
+        // empty, it is still in progress: wait for writability, which marks its end.
+        loop {
+            match stream.source.socket().peer_addr() {
+                Ok(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                    if let Some(err) = stream.source.socket().take_error()? {
+                        return Err(err);
+                    }
+                    stream.source.wait_ready(Direction::Write, deadline)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(stream)
     }
 
