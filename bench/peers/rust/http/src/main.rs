@@ -1,10 +1,17 @@
-//! http suite, competitor `tokio-hyper`: hyper 1.x HTTP/1.1 server (hyper-util's TokioIo),
-//! one tokio task per connection, keep-alive, answering every request with
-//! `200 OK`, `Content-Type: text/plain`, `Hello, World!`.
+//! http suite: a hello-world HTTP/1.1 server answering every request with `200 OK`,
+//! `Content-Type: text/plain`, `Hello, World!`, with keep-alive.
 //!
-//! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (tokio worker threads).
-//! `--single current|multi` picks the runtime for WORKERS=1: a current_thread runtime
-//! (everything on the main thread) or a multi_thread runtime with one worker.
+//! `--server tokio` (default; competitor `tokio-hyper`): hyper 1.x over hyper-util's
+//! TokioIo, one tokio task per connection. `--single current|multi` picks the runtime for
+//! WORKERS=1: a current_thread runtime (everything on the main thread) or a multi_thread
+//! runtime with one worker.
+//!
+//! `--server spindle` (competitor `spindle`): spindle-http (hyper 1.x driven by one spindle
+//! fiber per connection, the handler a plain blocking function), WORKERS spindle runtimes
+//! with one SO_REUSEPORT listener each. `--no-header-timeout` turns off its header read
+//! timeout (hyper then arms no timer per request, as in the tokio server, which sets none).
+//!
+//! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads).
 //! SIGTERM's default action ends the process.
 
 use std::convert::Infallible;
@@ -40,9 +47,7 @@ async fn serve(addr: SocketAddr) {
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service_fn(hello))
-                .await;
+            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(hello)).await;
         });
     }
 }
@@ -51,14 +56,36 @@ fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
+    use spindle_http::{Body, Server};
+    let mut builder = Server::builder().workers(workers);
+    if !header_timeout {
+        builder = builder.header_read_timeout(None);
+    }
+    let server = builder
+        .serve(addr, |_req: Request<Body>| {
+            let mut res = Response::new(Body::from(Bytes::from_static(BODY)));
+            res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            res
+        })
+        .expect("spindle-http server");
+    server.wait();
+}
+
 fn main() {
     let mut single = String::from("current");
+    let mut server = String::from("tokio");
+    let mut header_timeout = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--single" => single = args.next().expect("--single current|multi"),
+            "--server" => server = args.next().expect("--server tokio|spindle"),
+            "--no-header-timeout" => header_timeout = false,
             _ => {
-                eprintln!("usage: http-peer [--single current|multi]  (env PORT, WORKERS)");
+                eprintln!(
+                    "usage: http-peer [--server tokio|spindle] [--single current|multi] [--no-header-timeout]  (env PORT, WORKERS)"
+                );
                 std::process::exit(2);
             }
         }
@@ -66,6 +93,14 @@ fn main() {
     let port = env_num("PORT", 8080) as u16;
     let workers = env_num("WORKERS", 1).max(1);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    match server.as_str() {
+        "tokio" => {}
+        "spindle" => return serve_spindle(addr, workers, header_timeout),
+        other => {
+            eprintln!("unknown --server {other}: tokio or spindle");
+            std::process::exit(2);
+        }
+    }
     let rt = if workers == 1 && single == "current" {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     } else {

@@ -1,0 +1,296 @@
+//! One fiber per connection: it drives hyper's `serve_connection` future with
+//! `spindle::task::block_on`, so a blocking handler called from the service parks this fiber.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::future::{poll_fn, Future};
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use spindle::net::{TcpListener, TcpStream};
+
+use crate::handler::{Busy, Respond};
+use crate::{Body, Shared};
+
+/// The connection's socket, counting the reads and writes that moved bytes (for the idle
+/// timeout: a counter, so that the hot path reads no clock).
+pub(crate) struct Io {
+    stream: TcpStream,
+    progress: Rc<Cell<u64>>,
+}
+
+impl Io {
+    fn touch(&self) {
+        self.progress.set(self.progress.get().wrapping_add(1));
+    }
+}
+
+impl hyper::rt::Read for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if res.is_ready() {
+            this.touch();
+        }
+        res
+    }
+}
+
+impl hyper::rt::Write for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if res.is_ready() {
+            this.touch();
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if res.is_ready() {
+            this.touch();
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        hyper::rt::Write::is_write_vectored(&self.stream)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Left to `serve_connection`: closing the socket ends the connection anyway, and after
+        // a parse error the socket must stay writable for the error response.
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The hyper service of one connection.
+struct Service<H> {
+    shared: Arc<Shared<H>>,
+    busy: Rc<Cell<u32>>,
+    requests: Rc<Cell<u64>>,
+}
+
+impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = ResponseFuture<H::Future>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let busy = Busy::enter(&self.busy);
+        self.requests.set(self.requests.get() + 1);
+        ResponseFuture { inner: self.shared.handler.respond(req.map(Body::incoming), busy) }
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct ResponseFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
+    type Output = Result<Response<Body>, Infallible>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll(cx).map(Ok)
+    }
+}
+
+/// Keeps this fiber's waker in the server's shutdown list while it waits, so that
+/// `Server::shutdown` can wake it.
+struct ShutdownWatch<'a, H> {
+    shared: &'a Shared<H>,
+    key: Option<u64>,
+    waker: Option<Waker>,
+}
+
+impl<'a, H> ShutdownWatch<'a, H> {
+    fn new(shared: &'a Shared<H>) -> Self {
+        ShutdownWatch { shared, key: None, waker: None }
+    }
+
+    /// Whether shutdown has begun; otherwise makes sure `cx`'s waker is registered.
+    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.shared.shutdown.is_triggered() {
+            return true;
+        }
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+            self.key = Some(self.shared.shutdown.register(self.key, cx.waker().clone()));
+            // Triggered between the check and the registration: the trigger may have missed us.
+            return self.shared.shutdown.is_triggered();
+        }
+        false
+    }
+}
+
+impl<H> Drop for ShutdownWatch<'_, H> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.shared.shutdown.deregister(key);
+        }
+    }
+}
+
+/// The accept loop of one worker: runs until shutdown, spawning a fiber per connection.
+pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>) {
+    let _active = shared.active.enter();
+    let mut watch = ShutdownWatch::new(&shared);
+    loop {
+        let accepted = spindle::task::block_on(poll_fn(|cx| {
+            if watch.poll(cx) {
+                return Poll::Ready(None);
+            }
+            listener.poll_accept(cx).map(Some)
+        }));
+        match accepted {
+            None => break,
+            Some(Ok((stream, _peer))) => {
+                let shared2 = shared.clone();
+                let active = shared.active.enter();
+                let spawned =
+                    spindle::fiber::Builder::new().stack_size(shared.config.stack_size).spawn(move || {
+                        let _active = active;
+                        serve_connection(stream, &shared2);
+                    });
+                if let Err(e) = spawned {
+                    log::warn!("spindle-http: could not spawn a connection fiber: {e}");
+                }
+            }
+            Some(Err(e)) => {
+                // EMFILE, ENFILE, ENOBUFS...: the listener stays usable; back off a little.
+                log::warn!("spindle-http: accept failed: {e}");
+                spindle::time::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    drop(watch);
+    drop(listener);
+}
+
+fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
+    let config = &shared.config;
+    if config.nodelay {
+        let _ = stream.set_nodelay(true);
+    }
+    let progress = Rc::new(Cell::new(0u64));
+    let busy = Rc::new(Cell::new(0u32));
+    let requests = Rc::new(Cell::new(0u64));
+    let io = Io { stream, progress: progress.clone() };
+    let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone() };
+    let mut conn = shared.http.serve_connection(io, service);
+    // The idle timer fires every `idle_timeout`; the connection closes when a whole period
+    // passed with no progress and no handler running (so after 1 to 2 periods of idleness).
+    let mut idle = config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
+    let mut watch = ShutdownWatch::new(shared);
+    let mut draining = false;
+    let result = spindle::task::block_on(poll_fn(|cx| {
+        loop {
+            if !draining && watch.poll(cx) {
+                // Graceful: an idle connection closes now, a busy one after its response.
+                // hyper closes idle keep-alive connections itself, but waits for the first
+                // request on a connection that has not had one yet: close those here.
+                draining = true;
+                if requests.get() == 0 {
+                    return Poll::Ready(None);
+                }
+                Pin::new(&mut conn).graceful_shutdown();
+            }
+            if let Poll::Ready(r) = Pin::new(&mut conn).poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            // An inline blocking handler parks this fiber inside `conn.poll`; a shutdown
+            // wake-up that arrived meanwhile was absorbed by that park. Look again.
+            if draining || !shared.shutdown.is_triggered() {
+                break;
+            }
+        }
+        if let Some((timeout, sleep, seen)) = &mut idle {
+            while Pin::new(&mut *sleep).poll(cx).is_ready() {
+                if busy.get() == 0 && progress.get() == *seen {
+                    return Poll::Ready(None); // idle: drop the connection
+                }
+                *seen = progress.get();
+                sleep.reset(Instant::now() + *timeout);
+            }
+        }
+        Poll::Pending
+    }));
+    drop(watch);
+    if let Some(Err(e)) = result {
+        match error_status(&e) {
+            Some(status) => {
+                let parts = conn.into_parts();
+                let mut stream = parts.io.stream;
+                // With `pipeline_flush`, hyper skips flushing while its read buffer holds
+                // bytes, which after a parse error it always does: its error response is
+                // never written. Write it here in that case (hyper did flush otherwise).
+                if config.pipeline_flush && !parts.read_buf.is_empty() {
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+                    let response =
+                        format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+                    let _ = stream.write_all(response.as_bytes());
+                }
+                lingering_close(stream);
+            }
+            None => log::debug!("spindle-http: connection error: {e}"),
+        }
+    }
+}
+
+/// The status of hyper's automatic response to a parse error (as hyper's `on_error`).
+fn error_status(e: &hyper::Error) -> Option<&'static str> {
+    if !e.is_parse() || e.is_parse_version_h2() || e.is_parse_status() {
+        None
+    } else if e.is_parse_too_large() {
+        if e.to_string().contains("URI") {
+            Some("414 URI Too Long")
+        } else {
+            Some("431 Request Header Fields Too Large")
+        }
+    } else {
+        Some("400 Bad Request")
+    }
+}
+
+/// Half-closes and reads what the client still sends (bounded), so that closing a socket
+/// with unread data (an oversized header, say) does not reset the connection before the
+/// client has read the error response.
+fn lingering_close(mut stream: TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut buf = [0u8; 4096];
+    let mut total = 0usize;
+    while total < 1 << 20 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+}
