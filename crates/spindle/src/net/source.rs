@@ -38,7 +38,15 @@ pub(crate) struct IoSource {
     /// Read and write timeouts in nanoseconds; `u64::MAX` = none.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
+    /// Per direction, `BLOCKED | tick` when the last attempt returned `WouldBlock` with that
+    /// event tick: until the tick moves (a new readiness event), another attempt would return
+    /// `WouldBlock` again, so the call waits without making the system call.
+    read_blocked: AtomicU64,
+    write_blocked: AtomicU64,
 }
+
+/// Marks a valid entry of `read_blocked` / `write_blocked`.
+const BLOCKED: u64 = 1 << 32;
 
 const NO_TIMEOUT: u64 = u64::MAX;
 
@@ -59,6 +67,8 @@ impl IoSource {
             registration: OnceLock::new(),
             read_timeout: AtomicU64::new(NO_TIMEOUT),
             write_timeout: AtomicU64::new(NO_TIMEOUT),
+            read_blocked: AtomicU64::new(0),
+            write_blocked: AtomicU64::new(0),
         })
     }
 
@@ -79,6 +89,28 @@ impl IoSource {
         match self.slot(dir).load(Ordering::Relaxed) {
             NO_TIMEOUT => None,
             n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    fn blocked_slot(&self, dir: Direction) -> &AtomicU64 {
+        match dir {
+            Direction::Read => &self.read_blocked,
+            Direction::Write => &self.write_blocked,
+        }
+    }
+
+    /// Whether an attempt now is known to return `WouldBlock`: the last one did, at the
+    /// current event tick.
+    #[inline]
+    fn known_blocked(&self, dir: Direction, seen: Option<u32>) -> bool {
+        seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | u64::from(t))
+    }
+
+    /// Records that an attempt made at tick `seen` returned `WouldBlock`.
+    #[inline]
+    fn note_blocked(&self, dir: Direction, seen: Option<u32>) {
+        if let Some(t) = seen {
+            self.blocked_slot(dir).store(BLOCKED | u64::from(t), Ordering::Relaxed);
         }
     }
 
@@ -117,8 +149,15 @@ impl IoSource {
         let deadline = deadline.or_else(|| self.timeout(dir).map(|t| Instant::now() + t));
         loop {
             let seen = self.registration.get().map(|r| r.io.tick(dir));
+            if self.known_blocked(dir, seen) {
+                self.wait(dir, seen, deadline)?;
+                continue;
+            }
             match op(&self.socket) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(dir, seen, deadline)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.note_blocked(dir, seen);
+                    self.wait(dir, seen, deadline)?
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => return other,
             }
@@ -218,10 +257,12 @@ impl IoSource {
     ) -> Poll<io::Result<R>> {
         loop {
             let seen = self.registration.get().map(|r| r.io.tick(dir));
-            match op(&self.socket) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => return Poll::Ready(other),
+            if !self.known_blocked(dir, seen) {
+                match op(&self.socket) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.note_blocked(dir, seen),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => return Poll::Ready(other),
+                }
             }
             let reg = match self.registration() {
                 Ok(Some(reg)) => reg,
