@@ -114,7 +114,8 @@ fn recurse(n: u32) -> u32 {
 
 #[test]
 fn yield_now_round_robins() {
-    let rt = Runtime::new().unwrap();
+    // One worker: the order of a FIFO run queue is only defined within a worker.
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
     let order = rt.block_on(|| {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
         let handles: Vec<_> = (0..3)

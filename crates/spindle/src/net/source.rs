@@ -101,9 +101,12 @@ impl IoSource {
 
     /// Whether an attempt now is known to return `WouldBlock`: the last one did, at the
     /// current event tick.
+    /// Never once a hang-up was seen: edge-triggered epoll reports it only once, and a read
+    /// at end of stream returns at once.
     #[inline]
     fn known_blocked(&self, dir: Direction, seen: Option<u32>) -> bool {
         seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | u64::from(t))
+            && !self.registration.get().is_some_and(|r| r.io.is_closed(dir))
     }
 
     /// Records that an attempt made at tick `seen` returned `WouldBlock`.
@@ -144,7 +147,20 @@ impl IoSource {
         &self,
         dir: Direction,
         deadline: Option<Instant>,
+        op: impl FnMut(&Socket) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.blocking_until_drained(dir, deadline, op, |_| false)
+    }
+
+    /// [`blocking`](Self::blocking) for reads and writes that report a length: when `short`
+    /// says the call moved less than it was offered (the socket is drained, or full), the next
+    /// call waits for a new readiness event instead of trying the system call first.
+    pub(crate) fn blocking_until_drained<R>(
+        &self,
+        dir: Direction,
+        deadline: Option<Instant>,
         mut op: impl FnMut(&Socket) -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
     ) -> io::Result<R> {
         let deadline = deadline.or_else(|| self.timeout(dir).map(|t| Instant::now() + t));
         loop {
@@ -159,7 +175,13 @@ impl IoSource {
                     self.wait(dir, seen, deadline)?
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => return other,
+                Ok(r) => {
+                    if short(&r) {
+                        self.note_blocked(dir, seen);
+                    }
+                    return Ok(r);
+                }
+                Err(e) => return Err(e),
             }
         }
     }
@@ -253,7 +275,19 @@ impl IoSource {
         &self,
         cx: &mut Context<'_>,
         dir: Direction,
+        op: impl FnMut(&Socket) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_io_until_drained(cx, dir, op, |_| false)
+    }
+
+    /// [`poll_io`](Self::poll_io) with the short-transfer rule of
+    /// [`blocking_until_drained`](Self::blocking_until_drained).
+    pub(crate) fn poll_io_until_drained<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
         mut op: impl FnMut(&Socket) -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         loop {
             let seen = self.registration.get().map(|r| r.io.tick(dir));
@@ -261,7 +295,13 @@ impl IoSource {
                 match op(&self.socket) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.note_blocked(dir, seen),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => return Poll::Ready(other),
+                    Ok(r) => {
+                        if short(&r) {
+                            self.note_blocked(dir, seen);
+                        }
+                        return Poll::Ready(Ok(r));
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
                 }
             }
             let reg = match self.registration() {

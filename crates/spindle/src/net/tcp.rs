@@ -239,11 +239,15 @@ impl TcpStream {
     }
 
     fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.source.blocking(Direction::Read, None, |mut s| s.read(buf))
+        // A read that returns less than asked for (but not EOF) drained the socket: the next
+        // read waits for new data instead of paying for an EAGAIN first.
+        let len = buf.len();
+        self.source.blocking_until_drained(Direction::Read, None, |mut s| s.read(buf), |&n| n > 0 && n < len)
     }
 
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
-        self.source.blocking(Direction::Write, None, |mut s| s.write(buf))
+        let len = buf.len();
+        self.source.blocking_until_drained(Direction::Write, None, |mut s| s.write(buf), |&n| n < len)
     }
 }
 
@@ -285,7 +289,8 @@ impl Write for &TcpStream {
 
 impl futures_io::AsyncRead for TcpStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.source.poll_io(cx, Direction::Read, |mut s| s.read(buf))
+        let len = buf.len();
+        self.source.poll_io_until_drained(cx, Direction::Read, |mut s| s.read(buf), |&n| n > 0 && n < len)
     }
 }
 
@@ -308,9 +313,16 @@ impl hyper::rt::Read for TcpStream {
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        // SAFETY: recv writes only initialised bytes into the unfilled part, and we advance
-        // the cursor by exactly the number of bytes it reports.
-        let n = match self.source.poll_io(cx, Direction::Read, |s| s.recv(unsafe { buf.as_mut() })) {
+        let len = buf.remaining();
+        let drained = |&n: &usize| n > 0 && n < len;
+        let n = match self.source.poll_io_until_drained(
+            cx,
+            Direction::Read,
+            // SAFETY: recv writes only initialised bytes into the unfilled part, and we
+            // advance the cursor by exactly the number of bytes it reports.
+            |s| s.recv(unsafe { buf.as_mut() }),
+            drained,
+        ) {
             Poll::Ready(Ok(n)) => n,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,

@@ -14,11 +14,17 @@
 //! - Edge-triggered epoll reports each new readiness once; waking every waiter of the direction
 //!   and letting each retry its call is what makes that safe with several waiters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::task::Waker;
 
 use crate::sys::epoll::{CLOSED, READABLE, WRITABLE};
+
+const READ_CLOSED: u8 = 1;
+const WRITE_CLOSED: u8 = 2;
+/// Hang-up or error: the connection is gone for writing too (a read-side shutdown by the
+/// peer, EPOLLRDHUP alone, still lets us write).
+const HUP_OR_ERR: u32 = libc::EPOLLHUP as u32 | libc::EPOLLERR as u32;
 
 /// Which way an operation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +52,10 @@ struct Waiters {
 #[derive(Debug, Default)]
 pub(crate) struct ScheduledIo {
     ticks: AtomicU64,
+    /// Sticky: the peer closed its side (`READ_CLOSED`) or the connection died (both bits).
+    /// Edge-triggered epoll reports a hang-up once, so callers that skip a system call on
+    /// the grounds that "no new event has come" must not do so once this is set.
+    closed: AtomicU8,
     waiters: Mutex<Waiters>,
 }
 
@@ -87,8 +97,23 @@ impl ScheduledIo {
         list.retain(|w| !w.will_wake(waker));
     }
 
+    /// Whether a hang-up or error was ever reported for `dir` (see `closed`).
+    pub(crate) fn is_closed(&self, dir: Direction) -> bool {
+        let bit = match dir {
+            Direction::Read => READ_CLOSED,
+            Direction::Write => WRITE_CLOSED,
+        };
+        self.closed.load(Ordering::Acquire) & bit != 0
+    }
+
     /// Records an epoll event and wakes the waiters it concerns.
     pub(crate) fn dispatch(&self, bits: u32) {
+        let closed = (if bits & CLOSED != 0 { READ_CLOSED } else { 0 })
+            | (if bits & (HUP_OR_ERR) != 0 { WRITE_CLOSED } else { 0 });
+        if closed != 0 {
+            // Before the tick moves: whoever sees the new tick also sees the flag.
+            self.closed.fetch_or(closed, Ordering::Release);
+        }
         let read = bits & (READABLE | CLOSED) != 0;
         let write = bits & (WRITABLE | CLOSED) != 0;
         let add = u64::from(read) | (u64::from(write) << 32);
@@ -144,6 +169,19 @@ mod tests {
         io.dispatch(CLOSED); // a hang-up wakes both directions
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert_ne!(io.tick(Direction::Write), 0);
+    }
+
+    #[test]
+    fn hang_ups_are_sticky_per_direction() {
+        let io = ScheduledIo::new();
+        assert!(!io.is_closed(Direction::Read) && !io.is_closed(Direction::Write));
+        io.dispatch(libc::EPOLLIN as u32 | libc::EPOLLRDHUP as u32); // peer sent FIN
+        assert!(io.is_closed(Direction::Read));
+        assert!(!io.is_closed(Direction::Write), "a half-close still lets us write");
+        io.dispatch(WRITABLE);
+        assert!(io.is_closed(Direction::Read), "sticky");
+        io.dispatch(libc::EPOLLHUP as u32);
+        assert!(io.is_closed(Direction::Write));
     }
 
     #[test]
