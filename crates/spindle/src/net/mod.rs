@@ -1,6 +1,6 @@
-//! Fiber-aware networking: TCP and UDP sockets whose calls read like blocking code inside a
-//! fiber (the fiber parks, the worker runs others) and that implement the async I/O traits of
-//! `futures-io` for futures running on spindle.
+//! Fiber-aware networking: TCP, UDP and Unix-domain sockets whose calls read like blocking
+//! code inside a fiber (the fiber parks, the worker runs others) and that implement the async
+//! I/O traits of `futures-io` for futures running on spindle.
 //!
 //! ```
 //! use std::io::{Read, Write};
@@ -26,11 +26,14 @@
 //! ```
 
 mod source;
+mod stream;
 mod tcp;
 mod udp;
+mod unix;
 
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
+pub use unix::{UnixDatagram, UnixListener, UnixStream};
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -13,7 +13,7 @@
 //! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
 //!   the descriptor, so the types work everywhere.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -184,6 +184,25 @@ impl IoSource {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// A stream read: a read that returns less than asked for (but not end of stream) drained
+    /// the socket, so the next read waits for new data instead of paying for an `EAGAIN` first.
+    pub(crate) fn read_stream(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let len = buf.len();
+        self.blocking_until_drained(Direction::Read, None, |mut s| s.read(buf), |&n| n > 0 && n < len)
+    }
+
+    /// A stream write: a short write means the send buffer is full until the next event.
+    pub(crate) fn write_stream(&self, buf: &[u8]) -> io::Result<usize> {
+        let len = buf.len();
+        self.blocking_until_drained(Direction::Write, None, |mut s| s.write(buf), |&n| n < len)
+    }
+
+    /// The future-side [`read_stream`](Self::read_stream).
+    pub(crate) fn poll_read_stream(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        self.poll_io_until_drained(cx, Direction::Read, |mut s| s.read(buf), |&n| n > 0 && n < len)
     }
 
     /// Waits for the next readiness event of `dir` (or the deadline), without trying an

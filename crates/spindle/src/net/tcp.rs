@@ -1,10 +1,9 @@
 //! TCP listeners and streams.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::pin::Pin;
+use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -105,7 +104,7 @@ impl TcpListener {
     }
 }
 
-fn accept4(socket: &Socket) -> io::Result<(Socket, SockAddr)> {
+pub(super) fn accept4(socket: &Socket) -> io::Result<(Socket, SockAddr)> {
     // accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC: one system call, no fcntl afterwards.
     // SAFETY: `try_init` hands us valid storage and length pointers for the peer address,
     // and accept4 writes at most `*len` bytes there.
@@ -237,145 +236,8 @@ impl TcpStream {
             s.peek(unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) })
         })
     }
-
-    fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // A read that returns less than asked for (but not EOF) drained the socket: the next
-        // read waits for new data instead of paying for an EAGAIN first.
-        let len = buf.len();
-        self.source.blocking_until_drained(Direction::Read, None, |mut s| s.read(buf), |&n| n > 0 && n < len)
-    }
-
-    fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
-        let len = buf.len();
-        self.source.blocking_until_drained(Direction::Write, None, |mut s| s.write(buf), |&n| n < len)
-    }
 }
 
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_inner(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.source.blocking(Direction::Read, None, |mut s| s.read_vectored(bufs))
-    }
-}
+super::stream::impl_stream_io!(TcpStream);
 
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_inner(buf)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_inner(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.source.blocking(Direction::Write, None, |mut s| s.write_vectored(bufs))
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_inner(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl futures_io::AsyncRead for TcpStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        self.source.poll_io_until_drained(cx, Direction::Read, |mut s| s.read(buf), |&n| n > 0 && n < len)
-    }
-}
-
-impl futures_io::AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.source.poll_io(cx, Direction::Write, |mut s| s.write(buf))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown(Shutdown::Write))
-    }
-}
-
-#[cfg(feature = "hyper")]
-impl hyper::rt::Read for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let len = buf.remaining();
-        let drained = |&n: &usize| n > 0 && n < len;
-        let n = match self.source.poll_io_until_drained(
-            cx,
-            Direction::Read,
-            // SAFETY: recv writes only initialised bytes into the unfilled part, and we
-            // advance the cursor by exactly the number of bytes it reports.
-            |s| s.recv(unsafe { buf.as_mut() }),
-            drained,
-        ) {
-            Poll::Ready(Ok(n)) => n,
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => return Poll::Pending,
-        };
-        // SAFETY: `n` bytes were initialised by recv just above.
-        unsafe { buf.advance(n) };
-        Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(feature = "hyper")]
-impl hyper::rt::Write for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.source.poll_io(cx, Direction::Write, |mut s| s.write(buf))
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.source.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
-    }
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown(Shutdown::Write))
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.source.socket().as_fd()
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.source.socket().as_raw_fd()
-    }
-}
-
-impl AsFd for TcpListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.source.socket().as_fd()
-    }
-}
-
-impl AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.source.socket().as_raw_fd()
-    }
-}
+super::stream::impl_as_fd!(TcpListener);

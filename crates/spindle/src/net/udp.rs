@@ -3,7 +3,6 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -18,7 +17,7 @@ pub struct UdpSocket {
     source: IoSource,
 }
 
-fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+pub(super) fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
     // SAFETY: same layout; the socket calls only write initialised bytes into it.
     unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) }
 }
@@ -83,14 +82,4 @@ impl UdpSocket {
     }
 }
 
-impl AsFd for UdpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.source.socket().as_fd()
-    }
-}
-
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.source.socket().as_raw_fd()
-    }
-}
+super::stream::impl_as_fd!(UdpSocket);
