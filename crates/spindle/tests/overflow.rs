@@ -26,8 +26,20 @@ fn overflow_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return; // only meaningful when re-executed by `overflow_aborts_with_a_message`
     }
-    let rt = spindle::Builder::new().build().unwrap();
+    // One worker, one stack pool: the eight fibers parked first make the pool map stacks in
+    // batches (one mmap for several stacks, guards installed together), so the overflowing
+    // fiber runs on a stack from a batch with a live neighbour right below its guard page.
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
     rt.block_on(|| {
+        let release = spindle::sync::WaitGroup::new();
+        release.add(1);
+        let _parked: Vec<_> = (0..8)
+            .map(|_| {
+                let release = release.clone();
+                spindle::fiber::Builder::new().stack_size(32 * 1024).spawn(move || release.wait()).unwrap()
+            })
+            .collect();
+        spindle::yield_now(); // let them start (and take their stacks)
         let h = spindle::fiber::Builder::new()
             .name("deep-recursion")
             .stack_size(32 * 1024)

@@ -11,6 +11,11 @@
 //! kernels fall back to `mprotect(PROT_NONE)`, which splits the mapping: two VMAs per stack,
 //! so at most about 32,000 live fibers there unless the limit is raised.
 //!
+//! On a miss the pool maps stacks in batches (one `mmap` for several stacks, their guards
+//! installed and their top pages pre-faulted with one `process_madvise` each), doubling the
+//! batch on each consecutive miss: a burst of fiber starts pays a few system calls per batch
+//! instead of an `mmap`, a `madvise` and a page-fault trap per stack.
+//!
 //! The [`StackPool`] belongs to one worker and is used only from that worker's thread, so it
 //! needs no synchronisation. It hands out the most recently released stack first (its pages
 //! are still resident and warm in the cache), keeps at most `max_cached` stacks, and on
@@ -18,6 +23,7 @@
 //! kernel with `madvise(MADV_DONTNEED)`, keeping their address space (and guard) for reuse.
 
 use std::io;
+use std::os::fd::FromRawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -82,14 +88,24 @@ unsafe impl Send for Stack {}
 impl Stack {
     /// Maps a new stack of `len` bytes (a multiple of the page size, guard page included).
     pub(crate) fn new(len: usize) -> io::Result<Stack> {
+        let mut stacks = Stack::map_batch(len, 1)?;
+        Ok(stacks.pop().expect("map_batch returns the stacks it was asked for"))
+    }
+
+    /// Maps `count` stacks of `len` bytes each with one `mmap` (and, where the kernel allows,
+    /// one `process_madvise` for all their guard pages). Each stack owns its own part of the
+    /// mapping and unmaps just that part when dropped (`munmap` of part of a mapping is
+    /// allowed). Returned lowest address first.
+    fn map_batch(len: usize, count: usize) -> io::Result<Vec<Stack>> {
         let page = page_size();
-        debug_assert!(len.is_multiple_of(page) && len > page);
+        debug_assert!(len.is_multiple_of(page) && len > page && count > 0);
+        let total = len.checked_mul(count).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing has no
         // preconditions; the result is checked below.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                total,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
                 -1,
@@ -99,11 +115,21 @@ impl Stack {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let base = NonNull::new(ptr.cast::<u8>()).expect("mmap returned null");
-        let mut stack = Stack { base, len, valgrind_id: valgrind::NOT_REGISTERED, dirty: false };
-        install_guard(base.as_ptr(), page)?; // on error `stack` drops and unmaps
-        stack.valgrind_id = valgrind::stack_register(stack.bottom() as usize, stack.top() as usize);
-        Ok(stack)
+        let base = ptr.cast::<u8>();
+        // From here each part is owned by a Stack, so an error below unmaps everything.
+        let mut stacks: Vec<Stack> = (0..count)
+            .map(|i| Stack {
+                base: NonNull::new(base.wrapping_add(i * len)).expect("mmap returned null"),
+                len,
+                valgrind_id: valgrind::NOT_REGISTERED,
+                dirty: false,
+            })
+            .collect();
+        install_guards(&stacks, page)?;
+        for stack in &mut stacks {
+            stack.valgrind_id = valgrind::stack_register(stack.bottom() as usize, stack.top() as usize);
+        }
+        Ok(stacks)
     }
 
     /// Highest address of the usable stack (exclusive); 16-byte aligned.
@@ -147,6 +173,85 @@ impl Drop for Stack {
     }
 }
 
+/// Whether batched guard installation was refused once (then each stack gets its own call).
+static BATCH_FALLBACK: AtomicBool = AtomicBool::new(false);
+
+/// `madvise` advice populating (pre-faulting) pages writable, Linux 5.14+.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Makes the lowest page of each stack a guard page and pre-faults each stack's top page
+/// (the one a fiber touches first): with `process_madvise`, two calls for the whole batch
+/// instead of a `madvise` and a page-fault trap per stack. Where the kernel refuses batched
+/// advice, guards are installed one call per stack and top pages fault in on first use.
+fn install_guards(stacks: &[Stack], page: usize) -> io::Result<()> {
+    if stacks.len() > 1 && !GUARD_FALLBACK.load(Ordering::Relaxed) && !BATCH_FALLBACK.load(Ordering::Relaxed)
+    {
+        if let Some(pidfd) = own_pidfd() {
+            let guards: Vec<libc::iovec> = stacks
+                .iter()
+                .map(|s| libc::iovec { iov_base: s.base.as_ptr().cast(), iov_len: page })
+                .collect();
+            let done = madvise_batch(&pidfd, &guards, MADV_GUARD_INSTALL, page);
+            if done == guards.len() {
+                let tops: Vec<libc::iovec> = stacks
+                    .iter()
+                    .map(|s| libc::iovec { iov_base: s.top().wrapping_sub(page).cast(), iov_len: page })
+                    .collect();
+                // Best effort: a page not populated here faults in on first use.
+                madvise_batch(&pidfd, &tops, MADV_POPULATE_WRITE, page);
+                return Ok(());
+            }
+            BATCH_FALLBACK.store(true, Ordering::Relaxed);
+            return stacks[done..].iter().try_for_each(|s| install_guard(s.base.as_ptr(), page));
+        }
+        BATCH_FALLBACK.store(true, Ordering::Relaxed);
+    }
+    stacks.iter().try_for_each(|s| install_guard(s.base.as_ptr(), page))
+}
+
+/// A pidfd of our own process, opened per batch: a descriptor kept across calls could be
+/// closed by the program and its number reused by a pidfd of another process.
+fn own_pidfd() -> Option<std::os::fd::OwnedFd> {
+    // SAFETY: getpid and pidfd_open have no memory preconditions; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    let fd = libc::c_int::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: pidfd_open just returned this descriptor, which nothing else owns.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Applies `advice` to each one-page range with `process_madvise` (1,024 ranges per call, the
+/// kernel's IOV_MAX). Returns how many ranges were advised before the first refusal.
+fn madvise_batch(
+    pidfd: &std::os::fd::OwnedFd,
+    ranges: &[libc::iovec],
+    advice: libc::c_int,
+    page: usize,
+) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut done = 0;
+    while done < ranges.len() {
+        let chunk = &ranges[done..(done + 1024).min(ranges.len())];
+        // SAFETY: every iovec names one page of a stack of our own fresh mapping, and the
+        // kernel only reads the iovec array, which outlives the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_process_madvise,
+                pidfd.as_raw_fd(),
+                chunk.as_ptr(),
+                chunk.len(),
+                advice,
+                0,
+            )
+        };
+        // The call returns the bytes advised; it may stop early, and we go on from there.
+        match usize::try_from(rc) {
+            Ok(bytes) if bytes >= page => done += bytes / page,
+            _ => break,
+        }
+    }
+    done
+}
+
 /// Makes `[addr, addr + page)` a guard page.
 fn install_guard(addr: *mut u8, page: usize) -> io::Result<()> {
     if !GUARD_FALLBACK.load(Ordering::Relaxed) {
@@ -181,11 +286,18 @@ pub(crate) struct StackPool {
     keep_warm: usize,
     /// Stacks released since the last trim (a trim has nothing to do when this is zero).
     released_since_trim: usize,
+    /// How many stacks the next miss maps at once: doubles on each miss up to
+    /// [`MAX_BATCH`], back to one when a stack is released, so a burst of fiber starts pays
+    /// one `mmap` per batch and a lone start maps just its own stack.
+    batch: usize,
 }
+
+/// Most stacks mapped by one `mmap` (untouched stacks cost address space, not memory).
+const MAX_BATCH: usize = 64;
 
 impl StackPool {
     pub(crate) fn new(max_cached: usize, keep_warm: usize) -> StackPool {
-        StackPool { free: Vec::new(), cached: 0, max_cached, keep_warm, released_since_trim: 0 }
+        StackPool { free: Vec::new(), cached: 0, max_cached, keep_warm, released_since_trim: 0, batch: 1 }
     }
 
     /// A stack of `len` bytes: the warmest cached one, or a new mapping.
@@ -196,7 +308,20 @@ impl StackPool {
                 return Ok(stack);
             }
         }
-        Stack::new(len)
+        // A miss: map a batch, hand out one stack and cache the others (untouched, clean).
+        let count = self.batch.min(self.max_cached.saturating_sub(self.cached) + 1);
+        self.batch = (self.batch * 2).min(MAX_BATCH);
+        let mut stacks = Stack::map_batch(len, count)?;
+        let stack = stacks.pop().expect("map_batch returns the stacks it was asked for");
+        if !stacks.is_empty() {
+            self.cached += stacks.len();
+            // Highest address on top of the LIFO, next to the stack handed out.
+            match self.free.iter_mut().find(|(size, _)| *size == len) {
+                Some((_, list)) => list.extend(stacks),
+                None => self.free.push((len, stacks)),
+            }
+        }
+        Ok(stack)
     }
 
     /// Returns a stack to the pool (or unmaps it when the pool is full).
@@ -205,6 +330,7 @@ impl StackPool {
             return; // dropping unmaps it
         }
         stack.dirty = true;
+        self.batch = 1;
         self.cached += 1;
         self.released_since_trim += 1;
         let len = stack.len();
@@ -286,6 +412,38 @@ mod tests {
         assert_eq!(pool.get(64 * 1024).unwrap().top(), b_top, "most recent first");
         assert_eq!(pool.get(64 * 1024).unwrap().top(), a_top);
         assert_eq!(pool.cached(), 0);
+    }
+
+    #[test]
+    fn a_burst_of_misses_maps_batches_of_distinct_usable_stacks() {
+        let len = 32 * 1024;
+        let mut pool = StackPool::new(1000, 0);
+        let stacks: Vec<Stack> = (0..100).map(|_| pool.get(len).unwrap()).collect();
+        // Batches were mapped (1 + 2 + 4 + ... stacks per miss): the pool holds the spares.
+        assert!(pool.cached() > 0, "batched mapping leaves spare stacks in the pool");
+        let mut ranges: Vec<(usize, usize)> =
+            stacks.iter().map(|s| (s.guard().0, s.top() as usize)).collect();
+        ranges.sort();
+        assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "stacks never overlap");
+        for stack in &stacks {
+            assert_eq!(stack.len(), len);
+            let usable = stack.top() as usize - stack.bottom() as usize;
+            // SAFETY: [bottom, top) is the usable, writable part of a stack we own.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(stack.bottom(), usable) };
+            bytes.fill(0x5A);
+            assert!(bytes.iter().all(|&b| b == 0x5A));
+        }
+        // Each stack unmaps its own part of a shared mapping; the others stay usable.
+        let mut stacks = stacks;
+        let last = stacks.pop().unwrap();
+        drop(stacks);
+        // SAFETY: `last` is still mapped; its top word is writable.
+        unsafe { last.top().wrapping_sub(8).write(1) };
+        for _ in 0..pool.cached() {
+            let spare = pool.get(len).unwrap();
+            // SAFETY: as above, for a spare stack that was never handed out before.
+            unsafe { spare.top().wrapping_sub(8).write(2) };
+        }
     }
 
     #[test]
