@@ -20,6 +20,39 @@ macro_rules! impl_as_fd {
     )+};
 }
 
+/// Read and write timeouts and `take_error` for a socket type with a `source: IoSource`.
+macro_rules! impl_timeouts {
+    ($($ty:ty),+) => {$(
+        impl $ty {
+            /// Sets how long a read may wait before failing with `TimedOut` (`None`: forever;
+            /// zero is rejected with `InvalidInput`, as in std).
+            pub fn set_read_timeout(&self, timeout: Option<::std::time::Duration>) -> ::std::io::Result<()> {
+                self.source.set_timeout($crate::reactor::io::Direction::Read, timeout)
+            }
+
+            /// Sets how long a write may wait before failing with `TimedOut`.
+            pub fn set_write_timeout(&self, timeout: Option<::std::time::Duration>) -> ::std::io::Result<()> {
+                self.source.set_timeout($crate::reactor::io::Direction::Write, timeout)
+            }
+
+            /// The read timeout (`None`: reads wait forever).
+            pub fn read_timeout(&self) -> ::std::io::Result<Option<::std::time::Duration>> {
+                Ok(self.source.timeout($crate::reactor::io::Direction::Read))
+            }
+
+            /// The write timeout (`None`: writes wait forever).
+            pub fn write_timeout(&self) -> ::std::io::Result<Option<::std::time::Duration>> {
+                Ok(self.source.timeout($crate::reactor::io::Direction::Write))
+            }
+
+            /// Takes the pending socket error (`SO_ERROR`), if any.
+            pub fn take_error(&self) -> ::std::io::Result<Option<::std::io::Error>> {
+                self.source.socket().take_error()
+            }
+        }
+    )+};
+}
+
 /// Implements the I/O traits of a byte-stream socket type (see the module doc).
 macro_rules! impl_stream_io {
     ($ty:ty) => {
@@ -167,3 +200,4 @@ macro_rules! impl_stream_io {
 
 pub(crate) use impl_as_fd;
 pub(crate) use impl_stream_io;
+pub(crate) use impl_timeouts;

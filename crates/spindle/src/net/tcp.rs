@@ -206,29 +206,6 @@ impl TcpStream {
         self.source.socket().tcp_nodelay()
     }
 
-    /// Sets how long a read may wait before failing with `TimedOut` (`None`: forever; zero
-    /// is rejected with `InvalidInput`, as in std).
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    /// Sets how long a write may wait before failing with `TimedOut`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Read))
-    }
-
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Write))
-    }
-
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.socket().take_error()
-    }
-
     /// Reads without removing the data from the queue.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.source.blocking(Direction::Read, None, |s| {
@@ -239,5 +216,6 @@ impl TcpStream {
 }
 
 super::stream::impl_stream_io!(TcpStream);
+super::stream::impl_timeouts!(TcpStream);
 
 super::stream::impl_as_fd!(TcpListener);

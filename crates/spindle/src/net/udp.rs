@@ -3,7 +3,6 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -69,17 +68,10 @@ impl UdpSocket {
         self.source.blocking(Direction::Read, None, |s| s.recv(as_uninit(buf)))
     }
 
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
         self.source.socket().set_broadcast(on)
     }
 }
 
 super::stream::impl_as_fd!(UdpSocket);
+super::stream::impl_timeouts!(UdpSocket);

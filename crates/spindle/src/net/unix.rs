@@ -197,32 +197,10 @@ impl UnixStream {
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.source.socket().shutdown(how)
     }
-
-    /// Sets how long a read may wait before failing with `TimedOut` (`None`: forever; zero
-    /// is rejected with `InvalidInput`, as in std).
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    /// Sets how long a write may wait before failing with `TimedOut`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Read))
-    }
-
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Write))
-    }
-
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.socket().take_error()
-    }
 }
 
 super::stream::impl_stream_io!(UnixStream);
+super::stream::impl_timeouts!(UnixStream, UnixDatagram);
 
 impl UnixDatagram {
     /// Creates a datagram socket bound to the socket file at `path`.
@@ -295,18 +273,6 @@ impl UnixDatagram {
 
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.source.socket().shutdown(how)
-    }
-
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.socket().take_error()
     }
 }
 
