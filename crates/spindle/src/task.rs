@@ -43,6 +43,36 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 // ---------------------------------------------------------------------------------------
 // Async tasks.
 // ---------------------------------------------------------------------------------------
+//
+// # Where a task runs
+//
+// A task spawned with [`spawn_async`] (a `Send` future) belongs to the runtime, not to a
+// worker: it is polled by whichever worker takes it from a queue, on that worker thread's own
+// stack, and may move between polls. A task spawned with [`spawn_local`] (or pinned by the
+// runtime itself) has a *home* worker and is only ever polled, and dropped, there; its future
+// need not be `Send`.
+//
+// # Ground rules
+//
+// 1. **One poller at a time.** The state word grants `RUNNING` to one party by
+//    compare-exchange (`IDLE → SCHEDULED` by a waker, `SCHEDULED → RUNNING` by a worker,
+//    `RUNNING → IDLE | NOTIFIED | DONE`); only the `RUNNING` holder touches the stage.
+// 2. **One queue entry.** Whoever moves a task `IDLE → SCHEDULED` queues it, exactly once: on
+//    the current worker's stealable queue (a `Send` task woken on a worker), the runtime's
+//    task injector (woken from elsewhere), or its home worker's local queue or inbox (a pinned
+//    task). Idle workers steal `SCHEDULED` tasks from other workers' stealable queues and from
+//    the injector; a `RUNNING` task is in no queue, so it is never stolen mid-poll.
+// 3. **Exactly one canceller.** A task that returned `Pending` once is registered in the live
+//    list of the worker that polled it (a pinned task: of its home, at spawn). At shutdown each
+//    worker cancels its live list and its queues: it claims each task (`IDLE | SCHEDULED →
+//    RUNNING`, waiting while another worker's poll is under way), drops the future and
+//    completes with [`Cancelled`]. The claim makes a second attempt (the same task reached
+//    through a queue and a list) a no-op. Tasks left in the injector once every worker has
+//    stopped are cancelled by `Runtime::drop`, and a task injected after that is cancelled by
+//    its injector (module `sched`).
+// 4. A pinned task's future is dropped on its home thread (by its poll, its abort, or its
+//    home's shutdown); should a pinned future still be alive when the task is freed on another
+//    thread (its home thread died by a panic), it is leaked rather than dropped there.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -55,18 +85,22 @@ use std::thread;
 
 use crate::fiber::Cancelled;
 use crate::sched::worker::WorkerShared;
+use crate::sched::RuntimeShared;
 
-/// A task as its worker sees it.
+/// A task as the workers see it.
 pub(crate) type TaskRef = Arc<dyn TaskRun>;
 
 /// What a worker does with a queued task.
 pub(crate) trait TaskRun: Send + Sync {
-    /// Polls the task once (on its worker's own stack, in the scheduler context).
+    /// Polls the task once (on a worker's own stack, in the scheduler context).
     fn run(self: Arc<Self>);
-    /// Drops the future without polling it again and completes with [`Cancelled`].
+    /// Shutdown: claims the task (waiting for a poll under way on another worker), drops the
+    /// future and completes with [`Cancelled`]. A no-op on a finished task.
     fn cancel(self: Arc<Self>);
     /// Whether the task has completed (output stored, or cancelled).
     fn is_done(&self) -> bool;
+    /// Marks the task as registered in a worker's live list; true the first time only.
+    fn register_once(&self) -> bool;
 }
 
 impl fmt::Debug for dyn TaskRun {
@@ -75,16 +109,25 @@ impl fmt::Debug for dyn TaskRun {
     }
 }
 
-/// Task scheduling state. Transitions (all by compare-exchange):
+/// Task scheduling state (ground rule 1). Transitions, all by compare-exchange:
 /// `IDLE → SCHEDULED` by a waker (which then queues the task: exactly one queue entry);
-/// `SCHEDULED → RUNNING` by the worker; `RUNNING → IDLE` after a `Pending` poll;
+/// `SCHEDULED → RUNNING` by a worker; `RUNNING → IDLE` after a `Pending` poll;
 /// `RUNNING → NOTIFIED` by a waker during the poll (the worker then requeues it);
-/// `* → DONE` once the output (or the cancellation) is stored.
+/// `IDLE | SCHEDULED → RUNNING` by a shutdown claim; `* → DONE` once the output (or the
+/// cancellation) is stored.
 const IDLE: u8 = 0;
 const SCHEDULED: u8 = 1;
 const RUNNING: u8 = 2;
 const NOTIFIED: u8 = 3;
 const DONE: u8 = 4;
+
+/// Where a task may run.
+pub(crate) enum Home {
+    /// Any worker of this runtime (a `Send` future).
+    Any(Arc<RuntimeShared>),
+    /// Only this worker (ground rule 4).
+    Pinned(Arc<WorkerShared>),
+}
 
 enum Stage<F: Future> {
     Pending(F),
@@ -102,17 +145,19 @@ struct Join {
 struct Task<F: Future> {
     state: AtomicU8,
     aborted: AtomicBool,
-    owner: Arc<WorkerShared>,
-    /// Touched only by the owner worker while the state is RUNNING (or before the first
-    /// schedule), and by the joiner after completion (seen under `join`'s lock).
+    /// Set once the task is in some worker's live list (ground rule 3).
+    registered: AtomicBool,
+    home: Home,
+    /// Touched only by the holder of RUNNING (or before the first schedule), and by the
+    /// joiner after completion (seen under `join`'s lock).
     stage: UnsafeCell<Stage<F>>,
     join: Mutex<Join>,
 }
 
-// SAFETY: `stage` follows the protocol on its field doc: the owner worker polls it (one
-// thread at a time, the state machine grants RUNNING to one party), the joiner reads the
-// output only after completion was published under `join`'s lock. F and its output move
-// between threads, hence the Send bounds.
+// SAFETY: `stage` follows ground rule 1: one party at a time holds RUNNING and touches it; the
+// joiner reads the output only after completion was published under `join`'s lock. F and its
+// output move between threads, hence the Send bounds (pinned `!Send` futures are wrapped in
+// `Pinned`, whose own impl states why that is sound).
 unsafe impl<F: Future + Send> Sync for Task<F> where F::Output: Send {}
 
 impl<F> Task<F>
@@ -120,11 +165,30 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    fn new(home: Home, future: F, registered: bool) -> Arc<Task<F>> {
+        Arc::new(Task {
+            state: AtomicU8::new(SCHEDULED),
+            aborted: AtomicBool::new(false),
+            registered: AtomicBool::new(registered),
+            home,
+            stage: UnsafeCell::new(Stage::Pending(future)),
+            join: Mutex::new(Join { complete: false, waker: None, waiter: None }),
+        })
+    }
+
+    /// Queues the task, which the caller has just moved to SCHEDULED (ground rule 2).
     fn schedule(self: &Arc<Self>) {
         let me: TaskRef = self.clone();
-        match worker::current() {
-            Some(w) if Arc::ptr_eq(&w.shared, &self.owner) => w.schedule_task_local(me),
-            _ => self.owner.schedule_task_remote(me),
+        let current = worker::current();
+        match &self.home {
+            Home::Any(rt) => match current {
+                Some(w) if Arc::ptr_eq(&w.rt, rt) => w.schedule_task_local(me),
+                _ => rt.inject_task(me),
+            },
+            Home::Pinned(home) => match current {
+                Some(w) if Arc::ptr_eq(&w.shared, home) => w.schedule_pinned_local(me),
+                _ => home.schedule_task_remote(me),
+            },
         }
     }
 
@@ -145,8 +209,8 @@ where
     }
 
     fn complete(&self, result: thread::Result<F::Output>) {
-        // SAFETY: we hold RUNNING (or are cancelling at shutdown on the owner thread): nobody
-        // else touches the stage until completion is published below.
+        // SAFETY: we hold RUNNING (ground rule 1): nobody else touches the stage until
+        // completion is published below.
         unsafe { *self.stage.get() = Stage::Done(result) };
         self.state.store(DONE, Ordering::Release);
         let (waker, waiter) = {
@@ -162,10 +226,9 @@ where
         }
     }
 
-    /// Drops the future (in place, so that its destructor runs on the owner worker) and
-    /// completes with `Cancelled`.
+    /// Drops the future in place and completes with `Cancelled`. The caller holds RUNNING.
     fn drop_future_and_complete(&self) {
-        // SAFETY: as in `complete`.
+        // SAFETY: the caller holds RUNNING (ground rule 1).
         unsafe { *self.stage.get() = Stage::Taken };
         self.complete(Err(Box::new(Cancelled)));
     }
@@ -200,11 +263,11 @@ where
         }
         let waker = Waker::from(Arc::new(TaskWaker(self.clone())));
         let mut cx = Context::from_waker(&waker);
-        // SAFETY: RUNNING grants us the stage; the future is never moved once pinned here
-        // (it lives in the Arc'd task until dropped in place).
+        // SAFETY: RUNNING grants us the stage (ground rule 1).
         let stage = unsafe { &mut *self.stage.get() };
         let Stage::Pending(future) = stage else { return };
-        // SAFETY: the future stays at this address until it is dropped in place.
+        // SAFETY: the future stays at this address (inside the Arc'd task) until it is
+        // dropped in place.
         let future = unsafe { Pin::new_unchecked(future) };
         match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
             Ok(Poll::Ready(v)) => {
@@ -231,44 +294,135 @@ where
     }
 
     fn cancel(self: Arc<Self>) {
-        if self.state.load(Ordering::Acquire) != DONE {
-            self.drop_future_and_complete();
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            match state {
+                DONE => return,
+                IDLE | SCHEDULED => {
+                    match self.state.compare_exchange(state, RUNNING, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => return self.drop_future_and_complete(),
+                        Err(actual) => state = actual,
+                    }
+                }
+                _ => {
+                    // Another worker is polling it (it has not seen the shutdown yet): the
+                    // poll ends soon, then the claim succeeds.
+                    thread::yield_now();
+                    state = self.state.load(Ordering::Acquire);
+                }
+            }
         }
     }
 
     fn is_done(&self) -> bool {
         self.state.load(Ordering::Acquire) == DONE
     }
+
+    fn register_once(&self) -> bool {
+        !self.registered.swap(true, Ordering::Relaxed)
+    }
 }
 
-/// Spawns `future` as a task on the current worker (or, outside a worker, fails: use
-/// [`crate::Runtime::spawn_async`]). Tasks are polled by the worker's event loop on the
-/// worker thread's own stack; their wakers may be called from any thread.
+impl<F: Future> Drop for Task<F> {
+    fn drop(&mut self) {
+        if let Home::Pinned(home) = &self.home {
+            if !home.is_current_thread() {
+                if let Stage::Pending(future) = std::mem::replace(self.stage.get_mut(), Stage::Taken) {
+                    // Ground rule 4: a pinned future is never dropped off its home thread.
+                    std::mem::forget(future);
+                }
+            }
+        }
+    }
+}
+
+/// A pinned task's future, which need not be `Send`.
+struct Pinned<F>(F);
+
+// SAFETY: a `Pinned` future lives in a task whose home is one worker (`Home::Pinned`): it is
+// created on that worker's thread (`spawn_local` checks), polled only there (pinned tasks are
+// queued only on their home, ground rule 2, and never stolen), and dropped only there (ground
+// rule 4: by its poll, its home's shutdown, or leaked by `Task::drop` elsewhere). So the
+// future never crosses threads; only the task's `Arc` and its `Send` output do.
+unsafe impl<F> Send for Pinned<F> {}
+
+impl<F: Future> Future for Pinned<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: structural pinning: the inner future is never moved out of `Pinned`.
+        unsafe { self.map_unchecked_mut(|p| &mut p.0) }.poll(cx)
+    }
+}
+
+/// Spawns `future` as a task on the current runtime. Tasks are polled by the workers' event
+/// loops on the worker threads' own stacks; a task may be polled by another worker than the
+/// one that spawned it (an idle worker steals runnable tasks from busy ones), which is why the
+/// future must be `Send`. Its wakers may be called from any thread. [`spawn_local`] keeps a
+/// task on the current worker.
 ///
 /// # Panics
 ///
-/// Outside a spindle runtime.
+/// Outside a spindle runtime (use [`crate::Runtime::spawn_async`] there).
 pub fn spawn_async<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let worker = worker::current().expect("spindle::task::spawn_async called outside a spindle runtime");
-    spawn_on(worker.shared.clone(), future)
+    spawn_on(worker.rt.clone(), future)
 }
 
-pub(crate) fn spawn_on<F>(owner: Arc<WorkerShared>, future: F) -> JoinHandle<F::Output>
+/// Spawns `future` as a task that runs only on the current worker: it is never stolen by
+/// another worker, so the future need not be `Send` (it may hold `Rc`s, `RefCell`s,
+/// thread-locals' references). The output still goes to the joiner, which may be anywhere.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// let n = rt.block_on(|| {
+///     let shared = std::rc::Rc::new(std::cell::Cell::new(41));
+///     let s = shared.clone();
+///     let h = spindle::task::spawn_local(async move { s.set(s.get() + 1); s.get() });
+///     h.join().unwrap()
+/// });
+/// assert_eq!(n, 42);
+/// ```
+///
+/// # Panics
+///
+/// Outside a spindle worker thread.
+pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: Send + 'static,
+{
+    let worker = worker::current().expect("spindle::task::spawn_local called outside a spindle worker");
+    let home = Home::Pinned(worker.shared.clone());
+    // Registered in the home's live list at once (ground rule 3), so that shutdown drops the
+    // future on this thread whatever happens to it.
+    let task = Task::new(home, Pinned(future), true);
+    worker.register_task(task.clone());
+    task.schedule();
+    JoinHandle { task }
+}
+
+/// Spawns a `Send` task that any worker of `rt` may run.
+pub(crate) fn spawn_on<F>(rt: Arc<RuntimeShared>, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = Arc::new(Task {
-        state: AtomicU8::new(SCHEDULED),
-        aborted: AtomicBool::new(false),
-        owner,
-        stage: UnsafeCell::new(Stage::Pending(future)),
-        join: Mutex::new(Join { complete: false, waker: None, waiter: None }),
-    });
+    let task = Task::new(Home::Any(rt), future, false);
+    task.schedule();
+    JoinHandle { task }
+}
+
+/// Spawns a `Send` task that only `home` runs (from any thread).
+pub(crate) fn spawn_pinned<F>(home: Arc<WorkerShared>, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let task = Task::new(Home::Pinned(home), future, false);
     task.schedule();
     JoinHandle { task }
 }
@@ -333,13 +487,9 @@ where
 
     fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
-        // Schedule it so that its worker drops the future promptly.
+        // Schedule it so that a worker drops the future promptly.
         if self.state.compare_exchange(IDLE, SCHEDULED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            let me: TaskRef = self.owner_task();
-            match worker::current() {
-                Some(w) if Arc::ptr_eq(&w.shared, &self.owner) => w.schedule_task_local(me),
-                _ => self.owner.schedule_task_remote(me),
-            }
+            self.owner_task().schedule();
         }
     }
 
@@ -353,21 +503,21 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    fn owner_task(&self) -> TaskRef {
+    fn owner_task(&self) -> Arc<Task<F>> {
         // Rebuild an Arc from &self: the JoinHandle holds one, so the count is at least 1.
         let ptr = self as *const Task<F>;
-        // SAFETY: `self` lives in an Arc (tasks are only created by `spawn_on`) that the
-        // JoinHandle keeps alive; incrementing then re-owning one count is balanced.
-        unsafe {
-            Arc::increment_strong_count(ptr);
-            Arc::from_raw(ptr)
-        }
+        // SAFETY: `self` lives in an Arc (tasks are only created by `Task::new`) that the
+        // JoinHandle keeps alive, so the count is at least 1 while we add one.
+        unsafe { Arc::increment_strong_count(ptr) };
+        // SAFETY: re-owns the count added just above.
+        unsafe { Arc::from_raw(ptr) }
     }
 }
 
 impl<T> JoinHandle<T> {
-    /// Cancels the task: its future is dropped on its worker at the next opportunity, and the
-    /// handle resolves to `Err` with a [`Cancelled`] payload (unless it finished first).
+    /// Cancels the task: its future is dropped at the next opportunity (a pinned task's on
+    /// its home worker), and the handle resolves to `Err` with a [`Cancelled`] payload (unless
+    /// it finished first).
     pub fn abort(&self) {
         self.task.abort();
     }

@@ -13,8 +13,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::reactor::wheel::TimerKey;
 use crate::sched::worker;
+use crate::sched::worker::TimerHandle;
 
 /// Suspends the caller for at least `duration`: parks the fiber, or sleeps the thread.
 pub fn sleep(duration: Duration) {
@@ -32,7 +32,7 @@ pub fn sleep_until(deadline: Instant) {
     }
     let key = worker.add_timer(deadline, worker.current_waker());
     // Cancels the timer on every way out, including the unwinding of a cancelled fiber.
-    struct Cancel(TimerKey);
+    struct Cancel(TimerHandle);
     impl Drop for Cancel {
         fn drop(&mut self) {
             if let Some(worker) = worker::current() {
@@ -77,7 +77,7 @@ where
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     deadline: Instant,
-    timer: Option<(TimerKey, std::task::Waker)>,
+    timer: Option<(TimerHandle, std::task::Waker)>,
 }
 
 /// A future that completes after `duration`.

@@ -74,6 +74,9 @@ pub(crate) struct Header {
     owner: AtomicPtr<WorkerShared>,
     /// Completion and the joiner's waiter (module `sync_word`).
     join: JoinWord<Waiter>,
+    /// Set before publication for a `spawn_local` fiber: it starts on the worker that spawned
+    /// it and is never shared with other workers, even before its first run.
+    pub(crate) pinned: bool,
 }
 
 // SAFETY: the Cell and UnsafeCell fields follow the ground rules of the module doc: owner-only
@@ -99,6 +102,7 @@ impl Header {
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
             join: JoinWord::new(),
+            pinned: false,
         }
     }
 

@@ -102,7 +102,30 @@ impl Builder {
         let worker = worker::current().expect(
             "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
         );
-        let (fiber, handle) = self.build(f, worker.rt.config.stack_size)?;
+        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, false)?;
+        worker.place_new(fiber);
+        Ok(handle)
+    }
+
+    /// Spawns the fiber on the current worker for good: it starts there and, like every
+    /// started fiber, never leaves it; it is never handed to an idle worker. So `f` need not
+    /// be `Send` (it may capture `Rc`s or other `!Send` state of this worker thread).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a stack size out of range.
+    ///
+    /// # Panics
+    ///
+    /// Outside a fiber or task of a spindle runtime.
+    pub fn spawn_local<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: Send + 'static,
+    {
+        let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
+        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -113,12 +136,12 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (fiber, handle) = self.build(f, runtime.config().stack_size)?;
+        let (fiber, handle) = self.build(f, runtime.config().stack_size, false)?;
         runtime.submit(fiber);
         Ok(handle)
     }
 
-    fn build<F, T>(self, f: F, default_stack: usize) -> io::Result<(FiberRef, JoinHandle<T>)>
+    fn build<F, T>(self, f: F, default_stack: usize, pinned: bool) -> io::Result<(FiberRef, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -127,7 +150,9 @@ impl Builder {
             Some(size) => stack::normalize_size(size)?,
             None => default_stack,
         };
-        let header = cell::Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
+        let mut header =
+            cell::Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
+        header.pinned = pinned;
         let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
         let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
         Ok((
@@ -149,6 +174,65 @@ where
 {
     Builder::new().spawn(f).expect("the default stack size is valid")
 }
+
+/// Spawns a fiber that stays on the current worker (see [`Builder::spawn_local`]): `f` need
+/// not be `Send`.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// rt.block_on(|| {
+///     let counter = std::rc::Rc::new(std::cell::Cell::new(0));
+///     let c = counter.clone();
+///     let h = spindle::fiber::spawn_local(move || c.set(c.get() + 1));
+///     h.join().unwrap();
+///     assert_eq!(counter.get(), 1);
+/// });
+/// ```
+///
+/// # Panics
+///
+/// Outside a fiber or task of a spindle runtime.
+pub fn spawn_local<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn_local(f).expect("the default stack size is valid")
+}
+
+/// The closure of a `spawn_local` fiber, which need not be `Send`.
+struct LocalFn<F> {
+    f: std::mem::ManuallyDrop<F>,
+    /// The thread that spawned it, which is the only one that runs or drops `f`.
+    thread: thread::ThreadId,
+}
+
+impl<F: FnOnce() -> T, T> LocalFn<F> {
+    fn call(mut self) -> T {
+        // SAFETY: `f` is taken once, here; `self` is then forgotten, so Drop never sees it.
+        let f = unsafe { std::mem::ManuallyDrop::take(&mut self.f) };
+        std::mem::forget(self);
+        f()
+    }
+}
+
+impl<F> Drop for LocalFn<F> {
+    fn drop(&mut self) {
+        if thread::current().id() == self.thread {
+            // SAFETY: `f` was not taken (`call` forgets `self`), and is dropped once, here.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.f) };
+        }
+        // Elsewhere (only if the worker thread died, leaving the fiber unrun): leak it.
+    }
+}
+
+// SAFETY: a pinned fiber (`Header::pinned`) is queued only on the worker that spawned it
+// (`place_new`, `balance` and the injector never take it) and so starts and runs there: `f`
+// is called on the spawning thread. The fiber's cell may be freed on another thread (its
+// join handle is Send); `f` is then either consumed already or, unrun, dropped only on the
+// spawning thread (the worker's shutdown aborts unstarted fibers there) or leaked by the
+// Drop above. So `f` itself never crosses threads.
+unsafe impl<F> Send for LocalFn<F> {}
 
 /// Owns the right to wait for a fiber and take its result, like `std::thread::JoinHandle`.
 /// Dropping it detaches the fiber.

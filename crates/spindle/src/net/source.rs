@@ -231,7 +231,7 @@ impl IoSource {
             io: &'a ScheduledIo,
             dir: Direction,
             waker: &'a std::task::Waker,
-            timer: Option<crate::reactor::wheel::TimerKey>,
+            timer: Option<crate::sched::worker::TimerHandle>,
         }
         impl Drop for Cleanup<'_> {
             fn drop(&mut self) {

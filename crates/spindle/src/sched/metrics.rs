@@ -22,6 +22,7 @@ pub(crate) struct WorkerStats {
     pub(crate) tasks_polled: AtomicU64,
     pub(crate) injected_taken: AtomicU64,
     pub(crate) shared_out: AtomicU64,
+    pub(crate) steals: AtomicU64,
     pub(crate) sleeps: AtomicU64,
     pub(crate) remote_wakeups: AtomicU64,
     pub(crate) sleep_ns: AtomicU64,
@@ -57,6 +58,8 @@ pub struct WorkerMetrics {
     pub injected_taken: u64,
     /// Unstarted fibers this worker handed to the injector for idle workers.
     pub shared_out: u64,
+    /// Runnable tasks this worker stole from other workers' queues.
+    pub steals: u64,
     /// Times the worker went to sleep in `epoll_wait`.
     pub sleeps: u64,
     /// Times another thread's work woke or reached it (inbox drains).
@@ -90,6 +93,7 @@ impl WorkerStats {
             tasks_polled: r(&self.tasks_polled),
             injected_taken: r(&self.injected_taken),
             shared_out: r(&self.shared_out),
+            steals: r(&self.steals),
             sleeps: r(&self.sleeps),
             remote_wakeups: r(&self.remote_wakeups),
             busy: started.elapsed().saturating_sub(slept),

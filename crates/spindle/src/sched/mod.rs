@@ -20,13 +20,14 @@ pub(crate) mod registry;
 pub(crate) mod worker;
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use crate::fiber::cell::FiberRef;
 use crate::fiber::stack::normalize_size;
 use crate::fiber::{self, JoinHandle};
+use crate::task::TaskRef;
 use worker::{Worker, WorkerShared};
 
 /// Default fiber stack size: address space, committed lazily page by page.
@@ -45,7 +46,8 @@ pub(crate) struct Config {
 ///
 /// # Placement invariants
 ///
-/// - The injector holds only fibers that have not started (and so may run on any worker).
+/// - The injector holds only fibers that have not started (and so may run on any worker); the
+///   task injector holds runnable `Send` tasks (which may run on any worker between polls).
 /// - A worker about to sleep sets its `idle` flag, then (SeqCst fence) checks the injector;
 ///   a producer pushes to the injector, then (SeqCst fence) looks for an idle worker and
 ///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new fiber
@@ -57,10 +59,13 @@ pub(crate) struct RuntimeShared {
     pub(crate) config: Config,
     pub(crate) workers: Vec<Arc<WorkerShared>>,
     injector: crossbeam_deque::Injector<FiberRef>,
+    /// Runnable `Send` tasks woken or spawned outside the workers.
+    task_injector: crossbeam_deque::Injector<TaskRef>,
     /// How many workers have their `idle` flag set (a hint for the spawn fast path).
     idle: AtomicUsize,
-    /// Round-robin cursor for async tasks spawned from outside the runtime.
-    next_task_worker: AtomicUsize,
+    /// Set by `Runtime::drop` once every worker has stopped: tasks injected from then on are
+    /// cancelled by whoever injects them (task ground rule 3).
+    closed: AtomicBool,
     /// Threads for `spawn_blocking`.
     pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
     /// When the runtime was built (for the busy-time metric).
@@ -76,13 +81,58 @@ impl RuntimeShared {
         self.wake_one_idle();
     }
 
+    /// Queues a runnable `Send` task where any worker can take it, waking one idle worker;
+    /// after shutdown, cancels it instead.
+    pub(crate) fn inject_task(&self, task: TaskRef) {
+        self.task_injector.push(task);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.closed.load(Ordering::Relaxed) {
+            // Runtime::drop may have drained the injector before our push.
+            self.cancel_injected_tasks();
+            return;
+        }
+        self.wake_one_idle();
+    }
+
+    /// Takes one injected task, if any.
+    pub(crate) fn steal_injected_task(&self) -> Option<TaskRef> {
+        loop {
+            match self.task_injector.steal() {
+                crossbeam_deque::Steal::Success(t) => return Some(t),
+                crossbeam_deque::Steal::Empty => return None,
+                crossbeam_deque::Steal::Retry => {}
+            }
+        }
+    }
+
+    /// Takes a batch of injected tasks into `dest` and returns one more, if any.
+    pub(crate) fn steal_injected_tasks(&self, dest: &crossbeam_deque::Worker<TaskRef>) -> Option<TaskRef> {
+        loop {
+            match self.task_injector.steal_batch_and_pop(dest) {
+                crossbeam_deque::Steal::Success(t) => return Some(t),
+                crossbeam_deque::Steal::Empty => return None,
+                crossbeam_deque::Steal::Retry => {}
+            }
+        }
+    }
+
+    pub(crate) fn task_injector_is_empty(&self) -> bool {
+        self.task_injector.is_empty()
+    }
+
+    fn cancel_injected_tasks(&self) {
+        while let Some(task) = self.steal_injected_task() {
+            task.cancel();
+        }
+    }
+
     /// Whether some worker is idle (then new work should be shared rather than kept local).
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
         self.idle.load(Ordering::Relaxed) > 0
     }
 
-    fn wake_one_idle(&self) {
+    pub(crate) fn wake_one_idle(&self) {
         if self.idle.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -123,11 +173,6 @@ impl RuntimeShared {
         if worker.idle.swap(false, Ordering::SeqCst) {
             self.idle.fetch_sub(1, Ordering::SeqCst);
         }
-    }
-
-    fn task_owner(&self) -> Arc<WorkerShared> {
-        let i = self.next_task_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len();
-        self.workers[i].clone()
     }
 }
 
@@ -247,8 +292,9 @@ impl Builder {
             config,
             workers,
             injector: crossbeam_deque::Injector::new(),
+            task_injector: crossbeam_deque::Injector::new(),
             idle: AtomicUsize::new(0),
-            next_task_worker: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
             blocking: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_blocking_threads,
@@ -263,7 +309,10 @@ impl Builder {
                 .name(format!("{}-{i}", self.thread_name))
                 .spawn(move || Worker::new(rt, i).run());
             match spawned {
-                Ok(handle) => threads.push(handle),
+                Ok(handle) => {
+                    let _ = shared.workers[i].thread.set(handle.thread().id());
+                    threads.push(handle);
+                }
                 Err(e) => {
                     // Stop the workers already started before reporting the error.
                     drop(Runtime { shared, threads, watchdog: None });
@@ -355,7 +404,7 @@ impl Runtime {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::task::spawn_on(self.shared.task_owner(), future)
+        crate::task::spawn_on(self.shared.clone(), future)
     }
 
     /// Runs `f` on the runtime's blocking thread pool; the handle can be joined from a fiber
@@ -382,7 +431,7 @@ impl Runtime {
             .workers
             .iter()
             .map(|w| {
-                crate::task::spawn_on(w.clone(), async {
+                crate::task::spawn_pinned(w.clone(), async {
                     worker::current().map(|w| w.dump()).unwrap_or_default()
                 })
             })
@@ -424,6 +473,10 @@ impl Drop for Runtime {
         while let Some(fiber) = self.shared.steal_injected() {
             fiber.stage.abort_unstarted(&fiber.header, Box::new(crate::fiber::Cancelled));
         }
+        // Tasks likewise; from now on an injected task is cancelled by its injector.
+        self.shared.closed.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.shared.cancel_injected_tasks();
         if panicked && !thread::panicking() {
             panic!("a spindle worker thread panicked");
         }

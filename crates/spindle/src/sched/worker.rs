@@ -21,6 +21,13 @@
 //!    stack lives until the fiber is resumed, or cancelled at shutdown.
 //! 5. A fiber that finished is recycled (stack back to the pool, registry entry dropped) by
 //!    whichever context runs next, right after the switch: never on its own stack.
+//! 6. Async tasks (module `task`, which states their ground rules) wait in three places: the
+//!    worker's stealable queue (`tasks`, a crossbeam deque: the owner pushes and pops, idle
+//!    workers steal from the other end), the runtime's task injector, and, for tasks pinned
+//!    to this worker, `pinned_tasks` plus the `task_inbox` for wake-ups from other threads.
+//!    A worker about to sleep with an empty run queue first takes injected tasks, then steals
+//!    from the other workers' queues. `live_tasks` lists the tasks this worker must cancel at
+//!    shutdown (it may hold finished ones; they are pruned as it grows).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -45,6 +52,9 @@ use crate::task::TaskRef;
 
 /// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
 const BUSY_POLL_INTERVAL: u32 = 64;
+
+/// A worker with local tasks takes one from the task injector every this many polls.
+const INJECTOR_CHECK_INTERVAL: u32 = 61;
 
 /// Wakes a fiber: the `Waker` of fibers, so that futures, timers and I/O wake them alike.
 struct FiberWake(FiberRef);
@@ -81,6 +91,16 @@ pub(crate) fn current() -> Option<&'static Worker> {
     unsafe { ptr.as_ref() }
 }
 
+/// A timer on one worker's wheel. A task may move to another worker between polls, so a
+/// timer remembers its wheel: cancelling it from another worker is a no-op (it fires there
+/// later and wakes its waker once, spuriously).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TimerHandle {
+    key: TimerKey,
+    /// Address of the `WorkerShared` whose wheel holds the timer.
+    worker: usize,
+}
+
 /// The part of a worker that other threads may touch.
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
@@ -94,7 +114,14 @@ pub(crate) struct WorkerShared {
     /// Counters and liveness signals (module `metrics`).
     pub(crate) stats: WorkerStats,
     inbox: Mutex<Vec<FiberRef>>,
+    /// Pinned tasks woken by other threads.
     task_inbox: Mutex<Vec<TaskRef>>,
+    /// The thieves' end of the worker's stealable task queue.
+    stealer: crossbeam_deque::Stealer<TaskRef>,
+    /// The owner's end, until the worker's thread takes it.
+    deque: Mutex<Option<crossbeam_deque::Worker<TaskRef>>>,
+    /// The worker's thread, set when it is spawned.
+    pub(crate) thread: std::sync::OnceLock<std::thread::ThreadId>,
     pub(crate) shutdown: AtomicBool,
     /// The worker's epoll instance, wake-up eventfd and registrations.
     pub(crate) driver: Driver,
@@ -102,7 +129,11 @@ pub(crate) struct WorkerShared {
 
 impl WorkerShared {
     pub(crate) fn new(runtime_id: u64, index: usize) -> std::io::Result<WorkerShared> {
+        let deque = crossbeam_deque::Worker::new_fifo();
         Ok(WorkerShared {
+            stealer: deque.stealer(),
+            deque: Mutex::new(Some(deque)),
+            thread: std::sync::OnceLock::new(),
             runtime_id,
             index,
             idle: AtomicBool::new(false),
@@ -120,7 +151,12 @@ impl WorkerShared {
         self.driver.publish_remote_work();
     }
 
-    /// Hands a runnable task to this worker from any thread and wakes the worker.
+    /// Whether the calling thread is this worker's.
+    pub(crate) fn is_current_thread(&self) -> bool {
+        self.thread.get() == Some(&std::thread::current().id())
+    }
+
+    /// Hands a runnable pinned task to this worker from any thread and wakes the worker.
     pub(crate) fn schedule_task_remote(&self, task: TaskRef) {
         self.task_inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
         self.driver.publish_remote_work();
@@ -138,11 +174,18 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<WorkerShared>,
     pub(crate) rt: Arc<RuntimeShared>,
     run_queue: RefCell<VecDeque<FiberRef>>,
-    /// Runnable async tasks: polled by the scheduler context, on the thread's own stack.
-    tasks: RefCell<VecDeque<TaskRef>>,
-    /// Every task that has run here and not finished, by address: shutdown cancels them all,
-    /// including those that wait for a wake-up and sit in no queue.
-    live_tasks: RefCell<std::collections::HashMap<usize, TaskRef>>,
+    /// Runnable `Send` tasks (invariant 6): polled by the scheduler context, on the thread's
+    /// own stack; idle workers steal from the other end.
+    tasks: crossbeam_deque::Worker<TaskRef>,
+    /// Runnable tasks pinned to this worker (`spawn_local`): never stolen.
+    pinned_tasks: RefCell<VecDeque<TaskRef>>,
+    /// Tasks this worker cancels at shutdown, including those that wait for a wake-up and
+    /// sit in no queue (task ground rule 3). Finished ones are pruned when it doubles.
+    live_tasks: RefCell<Vec<TaskRef>>,
+    /// `live_tasks` length that triggers the next pruning.
+    prune_at: Cell<usize>,
+    /// Task polls since the task injector was last checked.
+    polls: Cell<u32>,
     current: Cell<Option<FiberRef>>,
     /// Saved stack pointer of the scheduler context while a fiber runs.
     sched_sp: Cell<usize>,
@@ -163,12 +206,21 @@ pub(crate) struct Worker {
 impl Worker {
     pub(crate) fn new(rt: Arc<RuntimeShared>, index: usize) -> Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
+        let tasks = rt.workers[index]
+            .deque
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("a worker's task queue is taken once");
         Worker {
             shared: rt.workers[index].clone(),
             rt,
             run_queue: RefCell::new(VecDeque::new()),
-            tasks: RefCell::new(VecDeque::new()),
-            live_tasks: RefCell::new(std::collections::HashMap::new()),
+            tasks,
+            pinned_tasks: RefCell::new(VecDeque::new()),
+            live_tasks: RefCell::new(Vec::new()),
+            prune_at: Cell::new(64),
+            polls: Cell::new(0),
             current: Cell::new(None),
             sched_sp: Cell::new(0),
             finished: Cell::new(None),
@@ -195,11 +247,13 @@ impl Worker {
                 self.resume_from_scheduler(next);
                 continue;
             }
-            if !self.tasks.borrow().is_empty() {
-                continue;
-            }
+            // Checked before taking more tasks: tasks that keep waking themselves would
+            // otherwise keep the worker from ever seeing the shutdown.
             if self.shared.shutdown.load(Ordering::Acquire) {
                 break;
+            }
+            if self.has_queued_tasks() || self.find_tasks() {
+                continue;
             }
             log::trace!(
                 "worker {} idle with {} parked fibers",
@@ -233,7 +287,7 @@ impl Worker {
         // Announce idleness, then look at the injector one last time (RuntimeShared's
         // placement invariant), then at the inbox (SleepGate).
         self.rt.enter_idle(&self.shared);
-        if !self.rt.injector_is_empty() {
+        if !self.rt.injector_is_empty() || !self.rt.task_injector_is_empty() {
             self.rt.leave_idle(&self.shared);
             return;
         }
@@ -314,13 +368,16 @@ impl Worker {
     }
 
     /// Adds a timer that wakes `waker` at `deadline`.
-    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerKey {
-        self.timers.borrow_mut().insert(deadline, waker)
+    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerHandle {
+        let key = self.timers.borrow_mut().insert(deadline, waker);
+        TimerHandle { key, worker: Arc::as_ptr(&self.shared) as usize }
     }
 
-    /// Cancels a timer (no-op if it fired already).
-    pub(crate) fn cancel_timer(&self, key: TimerKey) {
-        let _ = self.timers.borrow_mut().cancel(key);
+    /// Cancels a timer (no-op if it fired already, or if it is on another worker's wheel).
+    pub(crate) fn cancel_timer(&self, timer: TimerHandle) {
+        if timer.worker == Arc::as_ptr(&self.shared) as usize {
+            let _ = self.timers.borrow_mut().cancel(timer.key);
+        }
     }
 
     /// A waker that unparks the running fiber (cached in its header until it finishes).
@@ -335,26 +392,94 @@ impl Worker {
     }
 
     /// Polls the queued tasks: at most as many as were queued on entry, so that tasks that
-    /// keep waking themselves cannot starve the fibers.
+    /// keep waking themselves cannot starve the fibers. Every `INJECTOR_CHECK_INTERVAL` polls
+    /// one injected task joins the local queue, so that injected tasks are not starved either.
     fn run_tasks(&self) {
-        let n = self.tasks.borrow().len();
+        let n = self.pinned_tasks.borrow().len() + self.tasks.len();
+        if n == 0 {
+            return;
+        }
         for _ in 0..n {
-            let Some(task) = self.tasks.borrow_mut().pop_front() else { break };
+            let pinned = self.pinned_tasks.borrow_mut().pop_front();
+            let Some(task) = pinned.or_else(|| self.tasks.pop()) else { break };
             bump(&self.shared.stats.tasks_polled, 1);
             bump(&self.shared.stats.progress, 1);
-            let key = Arc::as_ptr(&task) as *const () as usize;
             task.clone().run();
-            if task.is_done() {
-                self.live_tasks.borrow_mut().remove(&key);
-            } else {
-                self.live_tasks.borrow_mut().entry(key).or_insert(task);
+            if !task.is_done() && task.register_once() {
+                self.register_task(task);
             }
+            let polls = self.polls.get().wrapping_add(1);
+            self.polls.set(polls);
+            if polls.is_multiple_of(INJECTOR_CHECK_INTERVAL) {
+                if let Some(t) = self.rt.steal_injected_task() {
+                    self.tasks.push(t);
+                }
+            }
+        }
+        self.share_tasks();
+    }
+
+    /// With runnable tasks left over and a worker idle, wakes that worker to steal some.
+    #[inline]
+    fn share_tasks(&self) {
+        if self.tasks.len() > 1 && self.rt.has_idle_workers() {
+            self.rt.wake_one_idle();
         }
     }
 
-    /// Queues a task that is runnable on this worker.
+    /// Adds a task to the list this worker cancels at shutdown (task ground rule 3).
+    pub(crate) fn register_task(&self, task: TaskRef) {
+        let mut live = self.live_tasks.borrow_mut();
+        live.push(task);
+        if live.len() >= self.prune_at.get() {
+            live.retain(|t| !t.is_done());
+            self.prune_at.set((live.len() * 2).max(64));
+        }
+    }
+
+    /// Queues a `Send` task that is runnable, on this worker's stealable queue.
     pub(crate) fn schedule_task_local(&self, task: TaskRef) {
-        self.tasks.borrow_mut().push_back(task);
+        self.tasks.push(task);
+        if self.tasks.len() > 2 && self.rt.has_idle_workers() {
+            self.rt.wake_one_idle();
+        }
+    }
+
+    /// Queues a task pinned to this worker.
+    pub(crate) fn schedule_pinned_local(&self, task: TaskRef) {
+        self.pinned_tasks.borrow_mut().push_back(task);
+    }
+
+    fn has_queued_tasks(&self) -> bool {
+        !self.tasks.is_empty() || !self.pinned_tasks.borrow().is_empty()
+    }
+
+    /// An idle worker looks for tasks: the task injector first, then the other workers'
+    /// stealable queues (half of one queue at a time). True if it found some.
+    fn find_tasks(&self) -> bool {
+        if let Some(t) = self.rt.steal_injected_tasks(&self.tasks) {
+            self.tasks.push(t);
+            return true;
+        }
+        let workers = &self.rt.workers;
+        let n = workers.len();
+        for k in 1..n {
+            let victim = &workers[(self.shared.index + k) % n];
+            loop {
+                let before = self.tasks.len();
+                match victim.stealer.steal_batch_and_pop(&self.tasks) {
+                    crossbeam_deque::Steal::Success(t) => {
+                        let stolen = self.tasks.len() - before + 1;
+                        bump(&self.shared.stats.steals, stolen as u64);
+                        self.tasks.push(t);
+                        return true;
+                    }
+                    crossbeam_deque::Steal::Empty => break,
+                    crossbeam_deque::Steal::Retry => {}
+                }
+            }
+        }
+        false
     }
 
     /// Takes a new fiber from the injector (counted).
@@ -378,11 +503,11 @@ impl Worker {
             .collect()
     }
 
-    /// Places a new fiber: on this worker when it has nothing else queued (the spawner often
+    /// Places a new fiber: on this worker when it is pinned (`spawn_local`), when it has nothing else queued (the spawner often
     /// waits for it next: running it here costs no cross-thread hop) or while every worker is
     /// busy; otherwise in the injector, waking an idle worker.
     pub(crate) fn place_new(&self, fiber: FiberRef) {
-        if self.rt.has_idle_workers() && !self.run_queue.borrow().is_empty() {
+        if !fiber.header.pinned && self.rt.has_idle_workers() && !self.run_queue.borrow().is_empty() {
             self.rt.inject(fiber);
         } else {
             self.schedule_local(fiber);
@@ -403,8 +528,9 @@ impl Worker {
             let mut kept = VecDeque::new();
             while give > 0 {
                 let Some(f) = queue.pop_back() else { break };
-                if f.header.started() {
-                    kept.push_front(f); // started fibers never move (soundness rule 1)
+                if f.header.started() || f.header.pinned {
+                    // Started fibers never move (soundness rule 1), nor do spawn_local ones.
+                    kept.push_front(f);
                 } else {
                     give -= 1;
                     bump(&self.shared.stats.shared_out, 1);
@@ -418,6 +544,7 @@ impl Worker {
         } else if let Some(f) = self.take_injected() {
             self.run_queue.borrow_mut().push_back(f);
         }
+        self.share_tasks();
     }
 
     /// Queues a fiber that is runnable on this worker (local, no synchronisation).
@@ -475,14 +602,12 @@ impl Worker {
             self.run_queue.borrow_mut().extend(inbox.drain(..));
             drop(inbox);
             let mut tasks = self.shared.task_inbox.lock().unwrap_or_else(|e| e.into_inner());
-            self.tasks.borrow_mut().extend(tasks.drain(..));
+            self.pinned_tasks.borrow_mut().extend(tasks.drain(..));
         }
     }
 
     fn has_runnable(&self) -> bool {
-        !self.run_queue.borrow().is_empty()
-            || !self.tasks.borrow().is_empty()
-            || self.shared.driver.has_remote_work()
+        !self.run_queue.borrow().is_empty() || self.has_queued_tasks() || self.shared.driver.has_remote_work()
     }
 
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
@@ -557,7 +682,7 @@ impl Worker {
     fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         self.tick();
         let target = loop {
-            if !self.tasks.borrow().is_empty() {
+            if self.has_queued_tasks() {
                 // Tasks run in the scheduler context; a fiber we popped goes back first.
                 if let Some(n) = next.take() {
                     self.run_queue.borrow_mut().push_front(n);
@@ -661,20 +786,36 @@ impl Worker {
         unreachable!("a finished fiber was resumed");
     }
 
+    /// Shutdown: cancels the tasks in this worker's queues and live list, and those in the
+    /// task injector (task ground rule 3). True if there were any.
+    fn cancel_tasks(&self) -> bool {
+        self.drain_inbox();
+        let mut any = false;
+        loop {
+            let pinned = self.pinned_tasks.borrow_mut().pop_front();
+            let Some(task) = pinned.or_else(|| self.tasks.pop()).or_else(|| self.rt.steal_injected_task())
+            else {
+                break;
+            };
+            any = true;
+            task.cancel();
+        }
+        let live = std::mem::take(&mut *self.live_tasks.borrow_mut());
+        any |= !live.is_empty();
+        for task in live {
+            task.cancel();
+        }
+        any
+    }
+
     /// Shutdown: every fiber left on this worker is cancelled. Unstarted ones are dropped with
     /// a [`Cancelled`] result; started ones are resumed with their cancel flag set, which makes
     /// their current suspension point unwind (running destructors) up to the fiber entry.
     fn cancel_all(&self) {
-        // Tasks first: dropping their futures may wake fibers (channels closing), which the
-        // loop below then cancels too.
-        self.drain_inbox();
-        let queued: Vec<TaskRef> = self.tasks.borrow_mut().drain(..).collect();
-        let live: Vec<TaskRef> = self.live_tasks.borrow_mut().drain().map(|(_, t)| t).collect();
-        for task in queued.into_iter().chain(live) {
-            task.cancel();
-        }
         loop {
-            let mut progressed = false;
+            // Tasks first: dropping their futures may wake fibers (channels closing), which
+            // the code below then cancels too.
+            let mut progressed = self.cancel_tasks();
             while let Some(fiber) = self.pop_runnable() {
                 progressed = true;
                 if fiber.header.started() {
