@@ -15,6 +15,7 @@
 //! fiber that never reaches a suspension point (an endless computation) keeps the drop from
 //! returning, as a thread that never ends keeps `join` from returning.
 
+pub(crate) mod handle;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod worker;
@@ -27,6 +28,7 @@ use std::thread;
 use crate::fiber::cell::FiberRef;
 use crate::fiber::stack::normalize_size;
 use crate::fiber::{self, JoinHandle};
+pub use handle::{Handle, RuntimeClosed};
 use worker::{Worker, WorkerShared};
 
 /// Default fiber stack size: address space, committed lazily page by page.
@@ -65,6 +67,10 @@ pub(crate) struct RuntimeShared {
     pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
     /// When the runtime was built (for the busy-time metric).
     started: std::time::Instant,
+    /// Set (under the write lock) when `Runtime::drop` begins; spawns through a [`Handle`]
+    /// hold the read lock from their check to their push, so that every spawn either lands
+    /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).
+    pub(crate) closed: std::sync::RwLock<bool>,
 }
 
 impl RuntimeShared {
@@ -125,7 +131,7 @@ impl RuntimeShared {
         }
     }
 
-    fn task_owner(&self) -> Arc<WorkerShared> {
+    pub(crate) fn task_owner(&self) -> Arc<WorkerShared> {
         let i = self.next_task_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len();
         self.workers[i].clone()
     }
@@ -250,6 +256,7 @@ impl Builder {
             idle: AtomicUsize::new(0),
             next_task_worker: AtomicUsize::new(0),
             started: std::time::Instant::now(),
+            closed: std::sync::RwLock::new(false),
             blocking: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
@@ -390,6 +397,12 @@ impl Runtime {
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     }
 
+    /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of
+    /// [`Handle`]).
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.shared.clone())
+    }
+
     /// Number of worker threads.
     pub fn worker_threads(&self) -> usize {
         self.shared.workers.len()
@@ -407,6 +420,8 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // From now on spawns through a Handle fail instead of queueing work nobody will run.
+        *self.shared.closed.write().unwrap_or_else(|e| e.into_inner()) = true;
         if let Some((stop, handle)) = self.watchdog.take() {
             *crate::sync::lock(&stop.0) = true;
             stop.1.notify_all();
