@@ -192,8 +192,9 @@ pub struct ResponseFuture {
 }
 
 pub(crate) enum FutureKind {
-    /// Decided without a handler (unknown service, no runtime).
-    Ready(Option<http::Response<ResponseBody>>),
+    /// Decided without a handler (unknown service, no runtime). Boxed: the common variants
+    /// stay small, and futures are moved around by value.
+    Ready(Option<Box<http::Response<ResponseBody>>>),
     /// The handler runs right here, on the caller's worker.
     Direct(Direct),
     /// The handler runs in a pump task on the channel's runtime (the caller is no worker).
@@ -215,13 +216,10 @@ impl Direct {
         match catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(cx))) {
             Ok(Poll::Ready(Ok(response))) => {
                 self.handler = None;
-                let mut end = self.end.take();
-                if response.headers().contains_key(Status::GRPC_STATUS) {
-                    // A trailers-only response: the call has ended with this status.
-                    if let Some(end) = end.as_mut() {
-                        end.set_ended();
-                    }
-                }
+                // (A trailers-only response ends the call with its headers; the client then
+                // drops the empty body unread, which marks the call cancelled: harmless, the
+                // handler has finished.)
+                let end = self.end.take();
                 let deadline = self.deadline.take();
                 Poll::Ready(response.map(|body| ResponseBody::direct(body, deadline, end)))
             }
@@ -254,7 +252,7 @@ impl Future for ResponseFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.kind {
             FutureKind::Ready(response) => {
-                Poll::Ready(Ok(response.take().expect("spindle-grpc ResponseFuture polled after completion")))
+                Poll::Ready(Ok(*response.take().expect("spindle-grpc ResponseFuture polled after completion")))
             }
             FutureKind::Direct(direct) => direct.poll_head(cx).map(Ok),
             FutureKind::Remote(remote) => Pin::new(remote).poll(cx).map(Ok),
@@ -288,14 +286,12 @@ pub(crate) struct DirectBody {
     body: Option<Body>,
     deadline: Option<Sleep>,
     end: Option<End>,
-    /// A status decided by the channel, to send as the trailers.
-    pending_trailers: Option<Frame<Bytes>>,
 }
 
 impl ResponseBody {
     fn direct(body: Body, deadline: Option<Sleep>, end: Option<End>) -> ResponseBody {
         ResponseBody {
-            kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end, pending_trailers: None }),
+            kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end }),
         }
     }
 }
@@ -310,9 +306,6 @@ impl DirectBody {
     }
 
     pub(crate) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if let Some(frame) = self.pending_trailers.take() {
-            return Poll::Ready(Some(Ok(frame)));
-        }
         let Some(body) = self.body.as_mut() else { return Poll::Ready(None) };
         match catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *body).poll_frame(cx))) {
             Ok(Poll::Ready(Some(Ok(frame)))) => {
@@ -347,7 +340,7 @@ impl DirectBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.pending_trailers.is_none() && self.body.is_none()
+        self.body.is_none()
     }
 }
 

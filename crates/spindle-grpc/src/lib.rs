@@ -83,11 +83,32 @@ where
 {
     fn call(&self, request: http::Request<Body>) -> HandlerFuture {
         let mut service = self.0.clone();
+        // tonic's generated servers are always ready: try once without a real waker, and on
+        // success call at once (a service that is not ready waits below, with the real one).
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(Ok(())) = service.poll_ready(&mut cx) {
+            return into_handler_future(service.call(request));
+        }
         Box::pin(async move {
             std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
             service.call(request).await
         })
     }
+}
+
+/// Boxes a service's future, unless it is a box already (tonic's generated servers return
+/// `Pin<Box<dyn Future + Send>>`): then it is taken as it is, saving an allocation per call.
+fn into_handler_future<F>(future: F) -> HandlerFuture
+where
+    F: Future<Output = Result<http::Response<Body>, Infallible>> + Send + 'static,
+{
+    let mut slot = Some(future);
+    if let Some(boxed) = <dyn std::any::Any>::downcast_mut::<Option<HandlerFuture>>(&mut slot) {
+        if let Some(boxed) = boxed.take() {
+            return boxed;
+        }
+    }
+    Box::pin(slot.expect("the future is still in its slot"))
 }
 
 #[derive(Clone, Default)]
@@ -169,7 +190,7 @@ impl Channel {
         let deadline = call::deadline_of(request.headers()).map(spindle::time::sleep_until_future);
         let state = Arc::new(CallState::default());
         let request = request.map(|inner| Body::new(RequestBody { inner, state: state.clone() }));
-        if spindle::Handle::current().is_some() {
+        if spindle::Handle::on_worker() {
             // On a worker: run the handler right here (module docs).
             let live = LiveCall::new(&self.inner.live);
             let handler = service.call(request);
@@ -202,7 +223,7 @@ impl Channel {
 }
 
 fn ready(status: Status) -> ResponseFuture {
-    ResponseFuture { kind: FutureKind::Ready(Some(status.into_http())) }
+    ResponseFuture { kind: FutureKind::Ready(Some(Box::new(status.into_http()))) }
 }
 
 impl tower_service::Service<http::Request<Body>> for Channel {
@@ -230,4 +251,14 @@ fn _assert_bounds() {
     send::<Channel>();
     sync::<Channel>();
     future::<ResponseFuture>();
+}
+
+#[cfg(test)]
+mod tests {
+    /// Futures and bodies are moved by value through tonic's client: keep them small.
+    #[test]
+    fn sizes() {
+        let (f, b) = (std::mem::size_of::<super::ResponseFuture>(), std::mem::size_of::<super::ResponseBody>());
+        assert!(f <= 160 && b <= 160, "ResponseFuture {f} bytes, ResponseBody {b} bytes");
+    }
 }

@@ -70,6 +70,12 @@ impl Handle {
         worker::current().map(|w| Handle { shared: w.rt.clone() })
     }
 
+    /// Whether the caller runs on a worker of any spindle runtime (a thread-local read; no
+    /// handle is made).
+    pub fn on_worker() -> bool {
+        worker::current().is_some()
+    }
+
     /// Whether the calling thread is one of this runtime's workers.
     pub fn is_current(&self) -> bool {
         worker::current().is_some_and(|w| Arc::ptr_eq(&w.rt, &self.shared))
