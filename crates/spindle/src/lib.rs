@@ -39,7 +39,7 @@ pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
-pub use sched::{Builder, Runtime, DEFAULT_STACK_SIZE};
+pub use sched::{Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
 
 /// Runs `f` on the current runtime's blocking thread pool, so that blocking code (file I/O,
 /// a C library, a long computation) does not stall the worker. Join the handle from a fiber

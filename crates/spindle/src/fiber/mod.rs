@@ -141,6 +141,21 @@ impl Builder {
         Ok(handle)
     }
 
+    /// Spawns the fiber on the runtime behind a [`Handle`](crate::Handle) (through the injector).
+    pub(crate) fn spawn_on_shared<F, T>(
+        self,
+        rt: &crate::sched::RuntimeShared,
+        f: F,
+    ) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (fiber, handle) = self.build(f, rt.config.stack_size, false)?;
+        rt.inject(fiber);
+        Ok(handle)
+    }
+
     fn build<F, T>(self, f: F, default_stack: usize, pinned: bool) -> io::Result<(FiberRef, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,

@@ -15,6 +15,7 @@
 //! fiber that never reaches a suspension point (an endless computation) keeps the drop from
 //! returning, as a thread that never ends keeps `join` from returning.
 
+pub(crate) mod handle;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod worker;
@@ -28,6 +29,7 @@ use crate::fiber::cell::FiberRef;
 use crate::fiber::stack::normalize_size;
 use crate::fiber::{self, JoinHandle};
 use crate::task::TaskRef;
+pub use handle::{Handle, RuntimeClosed};
 use worker::{Worker, WorkerShared};
 
 /// Default fiber stack size: address space, committed lazily page by page.
@@ -70,6 +72,10 @@ pub(crate) struct RuntimeShared {
     pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
     /// When the runtime was built (for the busy-time metric).
     started: std::time::Instant,
+    /// Set (under the write lock) when `Runtime::drop` begins; spawns through a [`Handle`]
+    /// hold the read lock from their check to their push, so that every spawn either lands
+    /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).
+    pub(crate) spawn_gate: std::sync::RwLock<bool>,
 }
 
 impl RuntimeShared {
@@ -296,6 +302,7 @@ impl Builder {
             idle: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
+            spawn_gate: std::sync::RwLock::new(false),
             blocking: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
@@ -439,6 +446,12 @@ impl Runtime {
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     }
 
+    /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of
+    /// [`Handle`]).
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.shared.clone())
+    }
+
     /// Number of worker threads.
     pub fn worker_threads(&self) -> usize {
         self.shared.workers.len()
@@ -456,6 +469,8 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // From now on spawns through a Handle fail instead of queueing work nobody will run.
+        *self.shared.spawn_gate.write().unwrap_or_else(|e| e.into_inner()) = true;
         if let Some((stop, handle)) = self.watchdog.take() {
             *crate::sync::lock(&stop.0) = true;
             stop.1.notify_all();

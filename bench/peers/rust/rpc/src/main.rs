@@ -2,7 +2,7 @@
 //! served by tonic and called by tonic's generated client over one of several transports.
 //!
 //! ```text
-//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp [--runtime current|multi]
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc [--runtime current|multi]
 //!          [--quick] [--case NAME]
 //! ```
 //!
@@ -12,6 +12,9 @@
 //! * `tonic-duplex`: a tonic `Server` on one end of a `tokio::io::duplex` pipe, a
 //!   `tonic::transport::Channel` on the other (HTTP/2 in memory).
 //! * `tonic-tcp`: a tonic `Server` on `127.0.0.1:0`, a `Channel` over loopback.
+//! * `spindle-grpc`: spindle-grpc's in-process `Channel` with `BenchServer<Echo>` registered,
+//!   the suite running as a task on a one-worker spindle runtime (the handler runs in the
+//!   caller's call on that worker).
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
 //! client's transport ([`Transport`]) and over the async runtime that spawns the concurrent
@@ -221,6 +224,43 @@ impl Spawn for Tokio {
                 Err(e) => panic!("a caller task was cancelled: {e}"),
             }
         }
+    }
+}
+
+/// spindle's task spawn, for the suite running on a spindle runtime.
+#[derive(Clone, Copy)]
+struct Spindle;
+
+impl Spawn for Spindle {
+    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = spindle::task::spawn_async(fut);
+        async move {
+            match task.await {
+                Ok(out) => out,
+                Err(payload) => std::panic::resume_unwind(payload),
+            }
+        }
+    }
+}
+
+/// spindle-grpc: the generated client on spindle-grpc's in-process Channel, serving the same
+/// [`Echo`]. Calls made from the runtime's worker run their handler there.
+fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
+    BenchClient::new(spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)))
+}
+
+/// Runs `suite` as a task on a spindle runtime with one worker (the single-core comparable of
+/// tokio's current_thread runtime) and waits for it from this thread.
+fn on_spindle(suite: impl Future<Output = Result<()>> + Send + 'static, rt: spindle::Runtime) -> Result<()> {
+    let result = rt.handle().spawn_async(suite).join();
+    drop(rt);
+    match result {
+        Ok(out) => out,
+        Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 
@@ -511,7 +551,7 @@ async fn run_suite<S: Spawn, T: Transport>(
 
 // ---------------------------------------------------------------------------------------
 
-const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp \
+const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc \
                      [--runtime current|multi] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[
@@ -594,7 +634,11 @@ fn main() {
         "tonic-tcp" => {
             on_tokio(&runtime, async move { run_suite(Tokio, tonic_tcp().await?, cfg, &out).await })
         }
-        // "spindle-grpc" => ... (see `Transport`)
+        "spindle-grpc" => (|| {
+            let rt = spindle::Builder::new().worker_threads(1).build()?;
+            let client = spindle_grpc(&rt);
+            on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
+        })(),
         other => {
             eprintln!("unknown competitor {other:?}\n{USAGE}");
             std::process::exit(2);

@@ -1,0 +1,265 @@
+//! spindle-grpc: an in-process gRPC channel for [tonic] on spindle.
+//!
+//! A [`Channel`] holds tonic-generated servers (any `Service<http::Request<tonic::body::Body>>`
+//! with a [`NamedService`] name) and is itself the transport of tonic-generated clients
+//! ([`tonic::client::GrpcService`]): `FooClient::new(channel)`. There are no sockets and no
+//! HTTP/2: a call hands the client's `http::Request` (headers and the body of encoded
+//! messages) to the server, and the server's `http::Response` (headers, message frames,
+//! trailers) back. Swap the channel for `tonic::transport::Channel` and the same client code
+//! runs over the network.
+//!
+//! ```
+//! use spindle_grpc::Channel;
+//! use spindle_grpc_interop::pb::{test_service_client::TestServiceClient, test_service_server::TestServiceServer};
+//! use spindle_grpc_interop::pb::SimpleRequest;
+//!
+//! let rt = spindle::Runtime::new().unwrap();
+//! let server = spindle_grpc_interop::Server::new(|d| Box::pin(spindle::time::sleep_future(d)));
+//! let channel = Channel::new().add_service(TestServiceServer::new(server));
+//! let size = rt.block_on(move || {
+//!     spindle::task::block_on(async move {
+//!         let mut client = TestServiceClient::new(channel);
+//!         let request = SimpleRequest { response_size: 10, ..Default::default() };
+//!         let response = client.unary_call(request).await.unwrap().into_inner();
+//!         response.payload.unwrap().body.len()
+//!     })
+//! });
+//! assert_eq!(size, 10);
+//! ```
+//!
+//! # Where handlers run
+//!
+//! - **From a spindle worker** (a fiber or a task): the handler runs right in the caller's
+//!   call, on the caller's worker: the client's response future polls the handler's future,
+//!   the client's response body polls the handler's response stream, and the handler's request
+//!   stream polls the client's. No task, queue, lock or thread hop sits between them, and a
+//!   stream is pulled message by message (a slow reader bounds the writer: backpressure).
+//! - **From outside any worker** (a plain thread, another executor): the call is spawned as a
+//!   *pump* task on the channel's runtime ([`Channel::with_handle`]; by default the runtime of
+//!   the worker that built the channel), and the response crosses through a bounded pipe
+//!   (module `pipe`).
+//!
+//! # Semantics
+//!
+//! See the crate README for the table: deadlines (`grpc-timeout`, enforced with spindle timers
+//! as `DEADLINE_EXCEEDED`), cancellation (dropping the call drops the handler; a request
+//! stream the handler still reads fails with `CANCELLED`), unknown services (`UNIMPLEMENTED`),
+//! panicking handlers (`INTERNAL`, and the channel keeps serving).
+
+#![warn(missing_docs)]
+
+mod call;
+mod pipe;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::Status;
+
+use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
+pub use call::{ResponseBody, ResponseFuture};
+
+/// A registered service, type-erased.
+trait ErasedService: Send + Sync {
+    fn call(&self, request: http::Request<Body>) -> HandlerFuture;
+}
+
+struct Registered<S>(S);
+
+impl<S> ErasedService for Registered<S>
+where
+    S: tower_service::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    fn call(&self, request: http::Request<Body>) -> HandlerFuture {
+        let mut service = self.0.clone();
+        // tonic's generated servers are always ready: try once without a real waker, and on
+        // success call at once (a service that is not ready waits below, with the real one).
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(Ok(())) = service.poll_ready(&mut cx) {
+            return into_handler_future(service.call(request));
+        }
+        Box::pin(async move {
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            service.call(request).await
+        })
+    }
+}
+
+/// Boxes a service's future, unless it is a box already (tonic's generated servers return
+/// `Pin<Box<dyn Future + Send>>`): then it is taken as it is, saving an allocation per call.
+fn into_handler_future<F>(future: F) -> HandlerFuture
+where
+    F: Future<Output = Result<http::Response<Body>, Infallible>> + Send + 'static,
+{
+    let mut slot = Some(future);
+    if let Some(boxed) = <dyn std::any::Any>::downcast_mut::<Option<HandlerFuture>>(&mut slot) {
+        if let Some(boxed) = boxed.take() {
+            return boxed;
+        }
+    }
+    Box::pin(slot.expect("the future is still in its slot"))
+}
+
+#[derive(Clone, Default)]
+struct Inner {
+    services: HashMap<&'static str, Arc<dyn ErasedService>>,
+    handle: Option<spindle::Handle>,
+    live: Arc<AtomicUsize>,
+}
+
+/// An in-process gRPC channel: the transport of tonic-generated clients, serving the
+/// tonic-generated servers registered on it. Cheap to clone (an `Arc`); clones share the
+/// services.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+impl Default for Channel {
+    fn default() -> Self {
+        Channel::new()
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<_> = self.inner.services.keys().collect();
+        names.sort();
+        f.debug_struct("Channel").field("services", &names).field("handle", &self.inner.handle).finish()
+    }
+}
+
+impl Channel {
+    /// A channel with no services. Built on a spindle worker, it runs the calls made from
+    /// outside any worker on that worker's runtime ([`Channel::with_handle`] chooses another).
+    pub fn new() -> Channel {
+        Channel { inner: Arc::new(Inner { handle: spindle::Handle::current(), ..Inner::default() }) }
+    }
+
+    /// Runs the calls made from outside any spindle worker on `handle`'s runtime (as pump
+    /// tasks). Calls made from a worker always run on the caller's worker.
+    pub fn with_handle(mut self, handle: spindle::Handle) -> Channel {
+        Arc::make_mut(&mut self.inner).handle = Some(handle);
+        self
+    }
+
+    /// Registers a tonic-generated server (or any service with a [`NamedService`] name, such
+    /// as a server wrapped in interceptors or tower layers), replacing one of the same name.
+    /// Registration affects this channel and the clones made from it afterwards.
+    pub fn add_service<S>(mut self, service: S) -> Channel
+    where
+        S: tower_service::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        Arc::make_mut(&mut self.inner).services.insert(S::NAME, Arc::new(Registered(service)));
+        self
+    }
+
+    /// Calls in progress on this channel and its clones (a call ends when its response body
+    /// has ended or the client dropped it). For tests and diagnostics.
+    pub fn live_calls(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+
+    fn start(&self, request: http::Request<Body>) -> ResponseFuture {
+        let path = request.uri().path();
+        let service = path
+            .strip_prefix('/')
+            .and_then(|p| p.rsplit_once('/'))
+            .and_then(|(name, _method)| self.inner.services.get(name));
+        let Some(service) = service else {
+            let status = Status::unimplemented(format!("unknown service for path {path}"));
+            return ready(status);
+        };
+        let deadline = call::deadline_of(request.headers()).map(spindle::time::sleep_until_future);
+        let state = Arc::new(CallState::default());
+        let request = request.map(|inner| Body::new(RequestBody { inner, state: state.clone() }));
+        if spindle::Handle::on_worker() {
+            // On a worker: run the handler right here (module docs).
+            let live = LiveCall::new(&self.inner.live);
+            let handler = service.call(request);
+            let end = End::new(state, Some(live));
+            return ResponseFuture {
+                kind: FutureKind::Direct(Direct { handler: Some(handler), deadline, end: Some(end) }),
+            };
+        }
+        let Some(handle) = self.inner.handle.as_ref() else {
+            return ready(Status::unavailable(
+                "spindle-grpc: called outside a spindle worker on a channel without a runtime handle \
+                 (build the channel on a worker, or give it one with Channel::with_handle)",
+            ));
+        };
+        let pipe = Arc::new(pipe::Pipe::default());
+        let live = LiveCall::new(&self.inner.live);
+        let service = service.clone();
+        let pump_pipe = pipe.clone();
+        let spawned = handle.try_spawn_async(async move {
+            // The handler is created on the worker, so that it runs there from its first poll.
+            let handler = service.call(request);
+            let direct = Direct { handler: Some(handler), deadline, end: Some(End::new(state, None)) };
+            pipe::Pump::new(pump_pipe, direct).await
+        });
+        match spawned {
+            Ok(_detached) => ResponseFuture { kind: FutureKind::Remote(pipe::ClientFuture::new(pipe, live)) },
+            Err(closed) => ready(Status::unavailable(format!("spindle-grpc: {closed}"))),
+        }
+    }
+}
+
+fn ready(status: Status) -> ResponseFuture {
+    ResponseFuture { kind: FutureKind::Ready(Some(Box::new(status.into_http()))) }
+}
+
+impl tower_service::Service<http::Request<Body>> for Channel {
+    type Response = http::Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> ResponseFuture {
+        self.start(request)
+    }
+}
+
+/// The channel is a valid tonic transport: `Send` futures and bodies, a `Send + Sync` channel.
+#[allow(dead_code)]
+fn _assert_bounds() {
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+    fn future<T: Future>() {}
+    send::<ResponseFuture>();
+    send::<ResponseBody>();
+    send::<Channel>();
+    sync::<Channel>();
+    future::<ResponseFuture>();
+}
+
+#[cfg(test)]
+mod tests {
+    /// Futures and bodies are moved by value through tonic's client: keep them small.
+    #[test]
+    fn sizes() {
+        let (f, b) =
+            (std::mem::size_of::<super::ResponseFuture>(), std::mem::size_of::<super::ResponseBody>());
+        assert!(f <= 160 && b <= 160, "ResponseFuture {f} bytes, ResponseBody {b} bytes");
+    }
+}

@@ -1,0 +1,199 @@
+//! Shared by the spindle-grpc tests: the transports each case runs on.
+//!
+//! - `inproc`: spindle-grpc's Channel, the client running in a fiber on a spindle worker (the
+//!   handler runs in the caller's call on that worker);
+//! - `outside`: the same Channel, the client on a plain thread (the handler runs in a pump task
+//!   on the channel's runtime);
+//! - `tcp`: tonic's own transport over loopback TCP (HTTP/2), client and server on tokio.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
+use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
+use spindle_grpc_interop::pb::unimplemented_service_client::UnimplementedServiceClient;
+use spindle_grpc_interop::{Counters, EchoMetadata, Server, SleepFn};
+use tonic::client::GrpcService;
+use tonic::codegen::{Body as HttpBody, StdError};
+
+/// Everything a client transport must be for the cases.
+pub trait Transport:
+    GrpcService<
+        tonic::body::Body,
+        Error: Into<StdError> + Send,
+        Future: Send,
+        ResponseBody: HttpBody<Data = Bytes, Error: Into<StdError> + Send> + Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Transport for T where
+    T: GrpcService<
+            tonic::body::Body,
+            Error: Into<StdError> + Send,
+            Future: Send,
+            ResponseBody: HttpBody<Data = Bytes, Error: Into<StdError> + Send> + Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Inproc,
+    Outside,
+    Tcp,
+}
+
+/// What a case gets: clients on one transport, the server's counters, a sleep for the client
+/// side's runtime.
+pub struct Env<T> {
+    pub kind: Kind,
+    pub transport: T,
+    pub counters: Arc<Counters>,
+    pub sleep: Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>,
+}
+
+impl<T: Transport> Env<T> {
+    pub fn client(&self) -> TestServiceClient<T> {
+        TestServiceClient::new(self.transport.clone())
+    }
+
+    pub fn unimplemented_client(&self) -> UnimplementedServiceClient<T> {
+        UnimplementedServiceClient::new(self.transport.clone())
+    }
+
+    pub async fn sleep(&self, d: Duration) {
+        (self.sleep)(d).await
+    }
+
+    /// Waits (up to 10 s) until `cond` holds.
+    pub async fn eventually(&self, what: &str, cond: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if cond() {
+                return;
+            }
+            self.sleep(Duration::from_millis(1)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+}
+
+pub fn spindle_sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(spindle::time::sleep_future(d))
+}
+
+pub fn tokio_sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(tokio::time::sleep(d))
+}
+
+pub type Service = EchoMetadata<TestServiceServer<Server>>;
+
+pub fn service(sleep: SleepFn) -> (Service, Arc<Counters>) {
+    let server = Server::new(sleep);
+    let counters = server.counters.clone();
+    (EchoMetadata(TestServiceServer::new(server)), counters)
+}
+
+/// Runs `case` with the client in a fiber of a spindle runtime, on spindle-grpc's Channel.
+pub fn run_inproc<F, Fut>(case: F)
+where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let (svc, counters) = service(spindle_sleep);
+    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
+    let env = Env {
+        kind: Kind::Inproc,
+        transport: channel.clone(),
+        counters: counters.clone(),
+        sleep: Arc::new(spindle_sleep),
+    };
+    rt.block_on(move || spindle::task::block_on(case(env)));
+    assert_eq!(channel.live_calls(), 0, "calls left alive on the channel");
+    check_no_leaks(&counters);
+}
+
+/// Runs `case` with the client on this (plain) thread, on spindle-grpc's Channel: the calls
+/// are pumped through the channel's runtime.
+pub fn run_outside<F, Fut>(case: F)
+where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let (svc, counters) = service(spindle_sleep);
+    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
+    let handle = rt.handle();
+    let sleep = Arc::new(move |d: Duration| -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let task = handle.spawn_async(spindle::time::sleep_future(d));
+        Box::pin(async move {
+            task.await.unwrap();
+        })
+    });
+    let env = Env { kind: Kind::Outside, transport: channel.clone(), counters: counters.clone(), sleep };
+    spindle::task::block_on(case(env));
+    // The pump tasks finish on the runtime's workers, just after the client saw the end.
+    for _ in 0..10_000 {
+        if channel.live_calls() == 0 && counters.live_handlers.load(std::sync::atomic::Ordering::SeqCst) == 0
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(channel.live_calls(), 0, "calls left alive on the channel");
+    check_no_leaks(&counters);
+}
+
+/// Runs `case` on tokio with tonic's transport over loopback TCP.
+pub fn run_tcp<F, Fut>(case: F)
+where
+    F: FnOnce(Env<tonic::transport::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (svc, counters) = service(tokio_sleep);
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().add_service(svc).serve_with_incoming(incoming));
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let env = Env {
+            kind: Kind::Tcp,
+            transport: channel,
+            counters: counters.clone(),
+            sleep: Arc::new(tokio_sleep),
+        };
+        case(env).await;
+        // The server drops a cancelled handler when the reset reaches it.
+        for _ in 0..10_000 {
+            if counters.live_handlers.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    check_no_leaks(&counters);
+}
+
+pub fn check_no_leaks(counters: &Counters) {
+    use std::sync::atomic::Ordering::SeqCst;
+    assert_eq!(counters.live_handlers.load(SeqCst), 0, "handlers left alive");
+    assert_eq!(counters.live_payloads.load(SeqCst), 0, "payload buffers left alive");
+}
