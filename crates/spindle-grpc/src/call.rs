@@ -251,9 +251,9 @@ impl Future for ResponseFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.kind {
-            FutureKind::Ready(response) => {
-                Poll::Ready(Ok(*response.take().expect("spindle-grpc ResponseFuture polled after completion")))
-            }
+            FutureKind::Ready(response) => Poll::Ready(Ok(*response
+                .take()
+                .expect("spindle-grpc ResponseFuture polled after completion"))),
             FutureKind::Direct(direct) => direct.poll_head(cx).map(Ok),
             FutureKind::Remote(remote) => Pin::new(remote).poll(cx).map(Ok),
         }
@@ -290,9 +290,7 @@ pub(crate) struct DirectBody {
 
 impl ResponseBody {
     fn direct(body: Body, deadline: Option<Sleep>, end: Option<End>) -> ResponseBody {
-        ResponseBody {
-            kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end }),
-        }
+        ResponseBody { kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end }) }
     }
 }
 

@@ -64,6 +64,11 @@ use tonic::Status;
 
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
+/// The most response bytes buffered between a pump task and a caller outside the runtime
+/// (plus the frame being produced).
+pub use pipe::BYTES as PIPE_BYTES;
+/// The most response frames buffered between a pump task and a caller outside the runtime.
+pub use pipe::CAPACITY as PIPE_FRAMES;
 
 /// A registered service, type-erased.
 trait ErasedService: Send + Sync {
@@ -72,14 +77,17 @@ trait ErasedService: Send + Sync {
 
 struct Registered<S>(S);
 
-impl<S> ErasedService for Registered<S>
+impl<S, B> ErasedService for Registered<S>
 where
-    S: tower_service::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+    S: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
         + Clone
         + Send
         + Sync
         + 'static,
+    S::Error: Into<tonic::codegen::StdError> + Send + 'static,
     S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
 {
     fn call(&self, request: http::Request<Body>) -> HandlerFuture {
         let mut service = self.0.clone();
@@ -90,17 +98,24 @@ where
             return into_handler_future(service.call(request));
         }
         Box::pin(async move {
-            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-            service.call(request).await
+            match std::future::poll_fn(|cx| service.poll_ready(cx)).await {
+                Ok(()) => into_handler_future(service.call(request)).await,
+                Err(e) => Ok(Status::from_error(e.into()).into_http()),
+            }
         })
     }
 }
 
-/// Boxes a service's future, unless it is a box already (tonic's generated servers return
-/// `Pin<Box<dyn Future + Send>>`): then it is taken as it is, saving an allocation per call.
-fn into_handler_future<F>(future: F) -> HandlerFuture
+/// A service's future as a [`HandlerFuture`]. tonic's generated servers return exactly that
+/// type (`Pin<Box<dyn Future + Send>>` of `http::Response<Body>`): it is taken as it is,
+/// saving an allocation per call. Other services (interceptors, tower layers) are boxed, with
+/// their body made a `tonic::body::Body` and their error a status.
+fn into_handler_future<F, B, E>(future: F) -> HandlerFuture
 where
-    F: Future<Output = Result<http::Response<Body>, Infallible>> + Send + 'static,
+    F: Future<Output = Result<http::Response<B>, E>> + Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
+    E: Into<tonic::codegen::StdError> + 'static,
 {
     let mut slot = Some(future);
     if let Some(boxed) = <dyn std::any::Any>::downcast_mut::<Option<HandlerFuture>>(&mut slot) {
@@ -108,7 +123,13 @@ where
             return boxed;
         }
     }
-    Box::pin(slot.expect("the future is still in its slot"))
+    let future = slot.expect("the future is still in its slot");
+    Box::pin(async move {
+        match future.await {
+            Ok(response) => Ok(response.map(Body::new)),
+            Err(e) => Ok(Status::from_error(e.into()).into_http()),
+        }
+    })
 }
 
 #[derive(Clone, Default)]
@@ -157,15 +178,18 @@ impl Channel {
     /// Registers a tonic-generated server (or any service with a [`NamedService`] name, such
     /// as a server wrapped in interceptors or tower layers), replacing one of the same name.
     /// Registration affects this channel and the clones made from it afterwards.
-    pub fn add_service<S>(mut self, service: S) -> Channel
+    pub fn add_service<S, B>(mut self, service: S) -> Channel
     where
-        S: tower_service::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        S: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
             + NamedService
             + Clone
             + Send
             + Sync
             + 'static,
+        S::Error: Into<tonic::codegen::StdError> + Send + 'static,
         S::Future: Send + 'static,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError>,
     {
         Arc::make_mut(&mut self.inner).services.insert(S::NAME, Arc::new(Registered(service)));
         self
@@ -258,7 +282,8 @@ mod tests {
     /// Futures and bodies are moved by value through tonic's client: keep them small.
     #[test]
     fn sizes() {
-        let (f, b) = (std::mem::size_of::<super::ResponseFuture>(), std::mem::size_of::<super::ResponseBody>());
+        let (f, b) =
+            (std::mem::size_of::<super::ResponseFuture>(), std::mem::size_of::<super::ResponseBody>());
         assert!(f <= 160 && b <= 160, "ResponseFuture {f} bytes, ResponseBody {b} bytes");
     }
 }
