@@ -337,3 +337,77 @@ fn outside_call_without_a_runtime_is_unavailable() {
     let err = spindle::task::block_on(TestServiceClient::new(channel).empty_call(Empty {})).unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
 }
+
+// ---------------------------------------------------------------------------------------
+// Many services: past the linear scan, lookups go through an index; re-registering replaces.
+
+#[derive(Clone)]
+struct Named<const N: usize>;
+
+macro_rules! named {
+    ($($n:literal),*) => {$(
+        impl tonic::server::NamedService for Named<$n> {
+            const NAME: &'static str = concat!("spindle.test.S", $n);
+        }
+    )*};
+}
+named!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19);
+
+impl<const N: usize> tower_service::Service<http::Request<tonic::body::Body>> for Named<N> {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<tonic::body::Body>) -> Self::Future {
+        // Answers every call with a status naming the service.
+        std::future::ready(Ok(Status::aborted(format!("S{N}")).into_http()))
+    }
+}
+
+#[test]
+fn many_services_route_by_name() {
+    let rt = spindle::Runtime::new().unwrap();
+    let channel = spindle_grpc::Channel::new()
+        .add_service(Named::<0>)
+        .add_service(Named::<1>)
+        .add_service(Named::<2>)
+        .add_service(Named::<3>)
+        .add_service(Named::<4>)
+        .add_service(Named::<5>)
+        .add_service(Named::<6>)
+        .add_service(Named::<7>)
+        .add_service(Named::<8>)
+        .add_service(Named::<9>)
+        .add_service(Named::<10>)
+        .add_service(Named::<11>)
+        .add_service(Named::<12>)
+        .add_service(Named::<13>)
+        .add_service(Named::<14>)
+        .add_service(Named::<15>)
+        .add_service(Named::<16>)
+        .add_service(Named::<17>)
+        .add_service(Named::<18>)
+        .add_service(Named::<19>);
+    rt.block_on(move || {
+        spindle::task::block_on(async move {
+            for n in [0, 7, 16, 19] {
+                let mut grpc = tonic::client::Grpc::new(channel.clone());
+                let path = format!("/spindle.test.S{n}/Call").parse().unwrap();
+                let codec = tonic_prost::ProstCodec::<Empty, Empty>::default();
+                let err = grpc.unary(Request::new(Empty {}), path, codec).await.unwrap_err();
+                assert_eq!((err.code(), err.message()), (Code::Aborted, format!("S{n}").as_str()));
+            }
+            let mut grpc = tonic::client::Grpc::new(channel.clone());
+            let codec = tonic_prost::ProstCodec::<Empty, Empty>::default();
+            let path = "/spindle.test.S20/Call".parse().unwrap();
+            assert_eq!(
+                grpc.unary(Request::new(Empty {}), path, codec).await.unwrap_err().code(),
+                Code::Unimplemented
+            );
+        })
+    });
+}
