@@ -39,6 +39,8 @@ pub struct Counters {
     pub dropped_early: AtomicU64,
     /// Payload buffers made by [`payload`] alive now (server responses and client requests).
     pub live_payloads: AtomicI64,
+    /// Payload buffers made by [`payload`] in all.
+    pub produced: AtomicU64,
 }
 
 /// A handler's presence: counted while alive; `finish` marks a normal end.
@@ -90,6 +92,7 @@ impl Drop for CountedBuf {
 /// A payload of `size` bytes (`i as u8` patterns), counted in `counters.live_payloads`.
 pub fn payload(counters: &Arc<Counters>, size: usize) -> Payload {
     counters.live_payloads.fetch_add(1, Ordering::SeqCst);
+    counters.produced.fetch_add(1, Ordering::SeqCst);
     let data = (0..size).map(|i| i as u8).collect();
     Payload { body: Bytes::from_owner(CountedBuf { data, counters: counters.clone() }) }
 }
@@ -130,6 +133,9 @@ fn responses(
                 if p.interval_us > 0 {
                     (server.sleep)(Duration::from_micros(p.interval_us as u64)).await;
                 }
+                if p.panic {
+                    panic!("the response stream was asked to panic");
+                }
                 Ok(StreamingOutputCallResponse { payload: Some(payload(&server.counters, p.size as usize)) })
             }
         })
@@ -149,6 +155,9 @@ impl TestService for Server {
         let request = request.into_inner();
         if request.sleep_ms > 0 {
             (self.sleep)(Duration::from_millis(request.sleep_ms as u64)).await;
+        }
+        if request.panic {
+            panic!("the handler was asked to panic");
         }
         live.finish();
         if let Some(status) = requested_status(&request.response_status) {

@@ -10,8 +10,8 @@
 //! 1. All pipe state is behind one mutex, held for a few instructions (no waker is woken and
 //!    no body is polled under it).
 //! 2. Backpressure: the pump polls the handler's body only while the pipe holds fewer than
-//!    [`CAPACITY`] frames, so a slow reader bounds the handler's output to `CAPACITY` frames
-//!    (each at most the codec's message size limit) plus the one being produced.
+//!    [`CAPACITY`] frames and fewer than [`BYTES`] bytes, so a slow reader bounds the
+//!    handler's output to that plus the one frame being produced.
 //! 3. Either side going away is seen by the other: the client dropping its future or body
 //!    sets `client_gone` and wakes the pump, which drops the handler (cancelling the call);
 //!    the pump dropped before it finished (runtime shut down) sets `server_gone` and wakes
@@ -33,12 +33,18 @@ use tonic::Status;
 use crate::call::{status_trailers, BodyKind, Direct, ResponseBody};
 
 /// Frames the pipe holds before the pump stops polling the handler's body.
-pub(crate) const CAPACITY: usize = 16;
+pub const CAPACITY: usize = 16;
+
+/// Bytes of data frames the pipe holds before the pump stops polling the handler's body
+/// (tonic's encoder batches messages into frames of up to 32 KiB).
+pub const BYTES: usize = 64 * 1024;
 
 #[derive(Default)]
 struct State {
     head: Option<http::response::Parts>,
     frames: VecDeque<Frame<Bytes>>,
+    /// Data bytes in `frames`.
+    bytes: usize,
     /// The pump forwarded the end of the body (or trailers): no more frames come.
     server_done: bool,
     /// The pump was dropped before it finished.
@@ -104,7 +110,8 @@ impl Future for Pump {
                     return Poll::Ready(());
                 }
                 register(&mut st.server_waker, cx);
-                if matches!(this.stage, Stage::Body(_)) && st.frames.len() >= CAPACITY {
+                if matches!(this.stage, Stage::Body(_)) && (st.frames.len() >= CAPACITY || st.bytes >= BYTES)
+                {
                     return Poll::Pending; // the client wakes us when it takes a frame
                 }
             }
@@ -132,6 +139,9 @@ impl Future for Pump {
                     };
                     let client = {
                         let mut st = this.pipe.lock();
+                        if let Some(data) = frame.as_ref().and_then(Frame::data_ref) {
+                            st.bytes += data.len();
+                        }
                         st.frames.extend(frame);
                         st.server_done |= last;
                         st.client_waker.take()
@@ -228,8 +238,12 @@ impl ClientBody {
         let Some(end) = self.end.as_ref() else { return Poll::Ready(None) };
         let mut st = end.pipe.lock();
         if let Some(frame) = st.frames.pop_front() {
+            let was_full = st.frames.len() + 1 >= CAPACITY || st.bytes >= BYTES;
+            if let Some(data) = frame.data_ref() {
+                st.bytes -= data.len();
+            }
             // The pump may be waiting for room (invariant 2).
-            let server = if st.frames.len() + 1 == CAPACITY { st.server_waker.take() } else { None };
+            let server = if was_full { st.server_waker.take() } else { None };
             let last = frame.is_trailers();
             drop(st);
             wake(server);

@@ -17,7 +17,7 @@ use spindle_grpc_interop::{payload, ECHO_INITIAL, ECHO_TRAILING};
 use tonic::{Code, Request};
 
 fn params(sizes: &[i32]) -> Vec<ResponseParameters> {
-    sizes.iter().map(|&size| ResponseParameters { size, interval_us: 0 }).collect()
+    sizes.iter().map(|&size| ResponseParameters { size, ..Default::default() }).collect()
 }
 
 pub async fn empty_unary<T: Transport>(env: Env<T>) {
@@ -203,8 +203,8 @@ pub async fn timeout_on_sleeping_server<T: Transport>(env: Env<T>) {
     // enforces it until the response headers).
     let mut request = Request::new(StreamingOutputCallRequest {
         response_parameters: vec![
-            ResponseParameters { size: 1, interval_us: 0 },
-            ResponseParameters { size: 1, interval_us: 10_000_000 },
+            ResponseParameters { size: 1, ..Default::default() },
+            ResponseParameters { size: 1, interval_us: 10_000_000, ..Default::default() },
         ],
         ..Default::default()
     });

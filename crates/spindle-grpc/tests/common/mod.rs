@@ -55,13 +55,16 @@ pub enum Kind {
     Tcp,
 }
 
+/// A sleep on the client side's runtime.
+pub type ClientSleep = Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
 /// What a case gets: clients on one transport, the server's counters, a sleep for the client
 /// side's runtime.
 pub struct Env<T> {
     pub kind: Kind,
     pub transport: T,
     pub counters: Arc<Counters>,
-    pub sleep: Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>,
+    pub sleep: ClientSleep,
 }
 
 impl<T: Transport> Env<T> {
@@ -105,14 +108,59 @@ pub fn service(sleep: SleepFn) -> (Service, Arc<Counters>) {
     (EchoMetadata(TestServiceServer::new(server)), counters)
 }
 
+/// What a test registers: a generated server, maybe wrapped (interceptors, layers), whose
+/// responses have a body of type `B`.
+pub trait Svc<B>:
+    tower_service::Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<B>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + tonic::server::NamedService
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B> Svc<B> for S where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// What a response body must be for both transports.
+pub trait RespBody: HttpBody<Data = Bytes, Error: Into<StdError>> + Send + 'static {}
+impl<B> RespBody for B where B: HttpBody<Data = Bytes, Error: Into<StdError>> + Send + 'static {}
+
 /// Runs `case` with the client in a fiber of a spindle runtime, on spindle-grpc's Channel.
 pub fn run_inproc<F, Fut>(case: F)
 where
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    run_inproc_with(service, case)
+}
+
+/// [`run_inproc`] with the service made by `make`.
+pub fn run_inproc_with<S: Svc<B>, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
-    let (svc, counters) = service(spindle_sleep);
+    let (svc, counters) = make(spindle_sleep);
     let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
     let env = Env {
         kind: Kind::Inproc,
@@ -132,8 +180,19 @@ where
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_outside_with(service, case)
+}
+
+/// [`run_outside`] with the service made by `make`.
+pub fn run_outside_with<S: Svc<B>, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
-    let (svc, counters) = service(spindle_sleep);
+    let (svc, counters) = make(spindle_sleep);
     let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
     let handle = rt.handle();
     let sleep = Arc::new(move |d: Duration| -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -162,8 +221,17 @@ where
     F: FnOnce(Env<tonic::transport::Channel>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_tcp_with(service, case)
+}
+
+/// [`run_tcp`] with the service made by `make`.
+pub fn run_tcp_with<S: Svc<B>, B: RespBody, F, Fut>(make: impl FnOnce(SleepFn) -> (S, Arc<Counters>), case: F)
+where
+    F: FnOnce(Env<tonic::transport::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (svc, counters) = service(tokio_sleep);
+    let (svc, counters) = make(tokio_sleep);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
