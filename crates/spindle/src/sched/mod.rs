@@ -15,12 +15,13 @@
 //! fiber that never reaches a suspension point (an endless computation) keeps the drop from
 //! returning, as a thread that never ends keeps `join` from returning.
 
+pub(crate) mod idle;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod worker;
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -48,11 +49,12 @@ pub(crate) struct Config {
 ///
 /// - The injector holds only fibers that have not started (and so may run on any worker); the
 ///   task injector holds runnable `Send` tasks (which may run on any worker between polls).
-/// - A worker about to sleep sets its `idle` flag, then (SeqCst fence) checks the injector;
-///   a producer pushes to the injector, then (SeqCst fence) looks for an idle worker and
-///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new fiber
-///   or the producer sees the idle worker: no fiber waits in the injector while a worker
-///   sleeps. At most one worker is woken per injected fiber (no thundering herd).
+/// - A worker about to sleep sets its idle flag, then (SeqCst fence) checks the injectors;
+///   a producer pushes to an injector, then (SeqCst fence) claims an idle worker and
+///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new work
+///   or the producer sees the idle worker: nothing waits in an injector while a worker
+///   sleeps. At most one worker is woken per injected item (no thundering herd). The
+///   protocol is module `idle`, loom-checked.
 #[derive(Debug)]
 pub(crate) struct RuntimeShared {
     pub(crate) id: u64,
@@ -61,8 +63,8 @@ pub(crate) struct RuntimeShared {
     injector: crossbeam_deque::Injector<FiberRef>,
     /// Runnable `Send` tasks woken or spawned outside the workers.
     task_injector: crossbeam_deque::Injector<TaskRef>,
-    /// How many workers have their `idle` flag set (a hint for the spawn fast path).
-    idle: AtomicUsize,
+    /// Which workers are idle (module `idle`).
+    idle: idle::IdleSet,
     /// Set by `Runtime::drop` once every worker has stopped: tasks injected from then on are
     /// cancelled by whoever injects them (task ground rule 3).
     closed: AtomicBool,
@@ -77,7 +79,6 @@ impl RuntimeShared {
     pub(crate) fn inject(&self, fiber: FiberRef) {
         debug_assert!(!fiber.header.started(), "only unstarted fibers may move between workers");
         self.injector.push(fiber);
-        std::sync::atomic::fence(Ordering::SeqCst);
         self.wake_one_idle();
     }
 
@@ -129,19 +130,13 @@ impl RuntimeShared {
     /// Whether some worker is idle (then new work should be shared rather than kept local).
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
-        self.idle.load(Ordering::Relaxed) > 0
+        self.idle.any()
     }
 
+    /// After a push to a shared queue: claims one idle worker, if any, and wakes it.
     pub(crate) fn wake_one_idle(&self) {
-        if self.idle.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        for w in &self.workers {
-            if w.idle.swap(false, Ordering::SeqCst) {
-                self.idle.fetch_sub(1, Ordering::SeqCst);
-                w.driver.publish_remote_work();
-                return;
-            }
+        if let Some(i) = self.idle.claim_one() {
+            self.workers[i].driver.publish_remote_work();
         }
     }
 
@@ -162,17 +157,12 @@ impl RuntimeShared {
 
     /// Marks `worker` idle (before its last look at the injector).
     pub(crate) fn enter_idle(&self, worker: &WorkerShared) {
-        if !worker.idle.swap(true, Ordering::SeqCst) {
-            self.idle.fetch_add(1, Ordering::SeqCst);
-        }
-        std::sync::atomic::fence(Ordering::SeqCst);
+        self.idle.enter(worker.index);
     }
 
     /// Clears `worker`'s idle flag (unless a producer already did).
     pub(crate) fn leave_idle(&self, worker: &WorkerShared) {
-        if worker.idle.swap(false, Ordering::SeqCst) {
-            self.idle.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.idle.leave(worker.index);
     }
 }
 
@@ -293,7 +283,7 @@ impl Builder {
             workers,
             injector: crossbeam_deque::Injector::new(),
             task_injector: crossbeam_deque::Injector::new(),
-            idle: AtomicUsize::new(0),
+            idle: idle::IdleSet::new(n),
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
             blocking: Arc::new(crate::blocking::BlockingPool::new(
