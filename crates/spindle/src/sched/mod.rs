@@ -127,6 +127,17 @@ impl RuntimeShared {
         }
     }
 
+    /// Queues a new pinned fiber on worker `index % workers` (locally when that is the
+    /// calling worker).
+    pub(crate) fn submit_to(&self, index: usize, fiber: FiberRef) {
+        debug_assert!(fiber.header.pinned && !fiber.header.started());
+        let target = &self.workers[index % self.workers.len()];
+        match worker::current() {
+            Some(w) if Arc::ptr_eq(&w.shared, target) => w.schedule_local(fiber),
+            _ => target.schedule_remote(fiber),
+        }
+    }
+
     /// Whether some worker is idle (then new work should be shared rather than kept local).
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
@@ -441,6 +452,11 @@ impl Runtime {
     /// Hands a new fiber to the workers (through the injector).
     pub(crate) fn submit(&self, fiber: crate::fiber::cell::FiberRef) {
         self.shared.inject(fiber);
+    }
+
+    /// Hands a new pinned fiber to worker `index % workers`.
+    pub(crate) fn submit_to(&self, index: usize, fiber: crate::fiber::cell::FiberRef) {
+        self.shared.submit_to(index, fiber);
     }
 }
 

@@ -59,6 +59,14 @@ fn env_num(name: &str, default: usize) -> usize {
 fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
     use spindle_http::{Body, Server};
     let mut builder = Server::builder().workers(workers);
+    // Measurement hook: SPINDLE_HTTP_ACCEPT=reuseport|roundrobin|runtimes (default: the
+    // library's default).
+    match std::env::var("SPINDLE_HTTP_ACCEPT").as_deref() {
+        Ok("reuseport") => builder = builder.accept(spindle_http::Accept::ReusePort),
+        Ok("roundrobin") => builder = builder.accept(spindle_http::Accept::RoundRobin),
+        Ok("runtimes") => builder = builder.accept(spindle_http::Accept::Runtimes),
+        _ => {}
+    }
     if !header_timeout {
         builder = builder.header_read_timeout(None);
     }
