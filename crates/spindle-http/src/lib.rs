@@ -20,6 +20,9 @@
 //! when the header exceeds [`Builder::max_buf_size`] or [`Builder::max_headers`]. A slow
 //! client that does not finish its header within [`Builder::header_read_timeout`] is
 //! disconnected (hyper sends no response then). A handler that panics answers `500`.
+//!
+//! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
+//! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
 
 #![warn(missing_debug_implementations)]
 

@@ -7,8 +7,9 @@
 //! runtime with one worker.
 //!
 //! `--server spindle` (competitor `spindle`): spindle-http (hyper 1.x driven by one spindle
-//! fiber per connection, the handler a plain blocking function), WORKERS spindle runtimes
-//! with one SO_REUSEPORT listener each. `--no-header-timeout` turns off its header read
+//! fiber per connection, the handler a plain blocking function), one spindle runtime with
+//! WORKERS worker threads (spindle-http's default Accept::RoundRobin; SPINDLE_HTTP_ACCEPT
+//! picks another design). `--no-header-timeout` turns off its header read
 //! timeout (hyper then arms no timer per request, as in the tokio server, which sets none).
 //!
 //! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads).
