@@ -32,8 +32,13 @@ fn new_fibers_spread_over_idle_workers_and_all_complete() {
             .map(|_| {
                 let threads = t2.clone();
                 spindle::spawn(move || {
-                    spin(Duration::from_micros(200)); // enough work for the idle worker to join in
                     threads.lock().unwrap().insert(std::thread::current().id());
+                    // Work until both workers have run some fiber (at most 20 ms each), so that
+                    // the test does not depend on how soon the OS runs the second worker.
+                    let t = Instant::now();
+                    while threads.lock().unwrap().len() < 2 && t.elapsed() < Duration::from_millis(20) {
+                        spin(Duration::from_micros(50));
+                    }
                 })
             })
             .collect();
