@@ -154,9 +154,11 @@ impl<H> Drop for ShutdownWatch<'_, H> {
     }
 }
 
-/// The accept loop of one worker: runs until shutdown, spawning a fiber per connection.
-pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>) {
+/// An accept loop: runs until shutdown, spawning a fiber per connection, on this worker, or
+/// with `spread: Some(n)` on each of the n workers in turn. Connection fibers never move.
+pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>, spread: Option<usize>) {
     let _active = shared.active.enter();
+    let mut next_worker = 0usize;
     let mut watch = ShutdownWatch::new(&shared);
     loop {
         let accepted = spindle::task::block_on(poll_fn(|cx| {
@@ -170,11 +172,18 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
             Some(Ok((stream, _peer))) => {
                 let shared2 = shared.clone();
                 let active = shared.active.enter();
-                let spawned =
-                    spindle::fiber::Builder::new().stack_size(shared.config.stack_size).spawn(move || {
-                        let _active = active;
-                        serve_connection(stream, &shared2);
-                    });
+                let builder = spindle::fiber::Builder::new().stack_size(shared.config.stack_size);
+                let serve = move || {
+                    let _active = active;
+                    serve_connection(stream, &shared2);
+                };
+                let spawned = match spread {
+                    Some(n) => {
+                        next_worker = (next_worker + 1) % n;
+                        builder.worker(next_worker).spawn(serve)
+                    }
+                    None => builder.spawn_local(serve),
+                };
                 if let Err(e) = spawned {
                     log::warn!("spindle-http: could not spawn a connection fiber: {e}");
                 }

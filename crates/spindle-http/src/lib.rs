@@ -20,6 +20,9 @@
 //! when the header exceeds [`Builder::max_buf_size`] or [`Builder::max_headers`]. A slow
 //! client that does not finish its header within [`Builder::header_read_timeout`] is
 //! disconnected (hyper sends no response then). A handler that panics answers `500`.
+//!
+//! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
+//! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
 
 #![warn(missing_debug_implementations)]
 
@@ -51,9 +54,26 @@ pub struct Builder {
     config: Config,
 }
 
+/// How a server with several workers spreads connections over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Accept {
+    /// One spindle runtime with `workers` worker threads, one `SO_REUSEPORT` listener and
+    /// accept fiber per worker; a connection stays on the worker that accepted it (the
+    /// kernel spreads connections by a hash of their addresses).
+    ReusePort,
+    /// One spindle runtime with `workers` worker threads and one listener; its accept fiber
+    /// places each connection's fiber on the next worker in turn (an exact even spread).
+    RoundRobin,
+    /// `workers` separate single-worker spindle runtimes, each with its own `SO_REUSEPORT`
+    /// listener (the first design; nothing shared between workers).
+    Runtimes,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     workers: usize,
+    accept: Accept,
     keep_alive: bool,
     pub(crate) pipeline_flush: bool,
     max_buf_size: usize,
@@ -76,6 +96,7 @@ impl Builder {
         Builder {
             config: Config {
                 workers: 1,
+                accept: Accept::RoundRobin,
                 keep_alive: true,
                 pipeline_flush: true,
                 max_buf_size: 64 * 1024,
@@ -89,10 +110,16 @@ impl Builder {
         }
     }
 
-    /// Worker threads (default 1). Each worker is a spindle runtime with its own listener on
-    /// the same address (`SO_REUSEPORT`; the kernel spreads the connections).
+    /// Worker threads (default 1), spread over as [`Builder::accept`] says.
     pub fn workers(mut self, n: usize) -> Builder {
         self.config.workers = n.max(1);
+        self
+    }
+
+    /// How connections are spread over the workers (default [`Accept::RoundRobin`]; see the
+    /// README for the measurements behind the choice).
+    pub fn accept(mut self, accept: Accept) -> Builder {
+        self.config.accept = accept;
         self
     }
 
@@ -192,15 +219,17 @@ impl Builder {
             .max_headers(config.max_headers)
             .header_read_timeout(config.header_read_timeout);
         // Listeners first, on this thread: a bind error is returned before any thread starts.
-        let mut listeners = Vec::with_capacity(config.workers);
-        let first = if config.workers == 1 {
+        let n = config.workers;
+        let listener_count = if config.accept == Accept::RoundRobin { 1 } else { n };
+        let mut listeners = Vec::with_capacity(listener_count);
+        let first = if listener_count == 1 {
             spindle::net::TcpListener::bind(addr)?
         } else {
             spindle::net::TcpListener::bind_reuseport(addr)?
         };
         let local_addr = first.local_addr()?;
         listeners.push(first);
-        for _ in 1..config.workers {
+        for _ in 1..listener_count {
             listeners.push(spindle::net::TcpListener::bind_reuseport(local_addr)?);
         }
         let shared = Arc::new(Shared {
@@ -210,12 +239,33 @@ impl Builder {
             active: Arc::default(),
             config: config.clone(),
         });
-        let mut runtimes = Vec::with_capacity(config.workers);
-        for (i, listener) in listeners.into_iter().enumerate() {
-            let rt = spindle::Builder::new().thread_name(format!("spindle-http-{i}")).build()?;
-            let shared = shared.clone();
-            rt.spawn(move || conn::accept_loop(listener, shared));
-            runtimes.push(rt);
+        let mut runtimes = Vec::with_capacity(n);
+        let stack = config.stack_size;
+        match config.accept {
+            Accept::Runtimes => {
+                for (i, listener) in listeners.into_iter().enumerate() {
+                    let rt = spindle::Builder::new()
+                        .worker_threads(1)
+                        .thread_name(format!("spindle-http-{i}"))
+                        .build()?;
+                    let shared = shared.clone();
+                    rt.spawn(move || conn::accept_loop(listener, shared, None));
+                    runtimes.push(rt);
+                }
+            }
+            Accept::ReusePort | Accept::RoundRobin => {
+                let rt = spindle::Builder::new().worker_threads(n).thread_name("spindle-http").build()?;
+                let spread = (config.accept == Accept::RoundRobin && n > 1).then_some(n);
+                for (i, listener) in listeners.into_iter().enumerate() {
+                    let shared = shared.clone();
+                    spindle::fiber::Builder::new()
+                        .name("spindle-http accept")
+                        .stack_size(stack)
+                        .worker(i)
+                        .spawn_on(&rt, move || conn::accept_loop(listener, shared, spread))?;
+                }
+                runtimes.push(rt);
+            }
         }
         let control: Arc<dyn Control> = shared;
         Ok(Server { local_addr, control, runtimes, shutdown_timeout: config.shutdown_timeout })
@@ -402,7 +452,7 @@ impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Server")
             .field("local_addr", &self.local_addr)
-            .field("workers", &self.runtimes.len())
+            .field("runtimes", &self.runtimes.len())
             .finish_non_exhaustive()
     }
 }

@@ -347,10 +347,34 @@ fn thousand_concurrent_connections() {
 
 #[test]
 fn several_workers_share_the_port() {
-    let server = Server::builder().workers(3).serve(local(), hello).unwrap();
+    for accept in
+        [spindle_http::Accept::RoundRobin, spindle_http::Accept::ReusePort, spindle_http::Accept::Runtimes]
+    {
+        let server = Server::builder().workers(3).accept(accept).serve(local(), hello).unwrap();
+        let addr = server.local_addr();
+        let threads: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(move || (0..50).all(|_| get(addr, "/").status == 200)))
+            .collect();
+        assert!(threads.into_iter().all(|t| t.join().unwrap()), "{accept:?}");
+        assert_eq!(server.shutdown().cancelled_connections, 0, "{accept:?}");
+    }
+}
+
+#[test]
+fn round_robin_deals_connections_to_every_worker() {
+    // Each handler reports its thread; 6 keep-alive connections over 3 workers.
+    let server = Server::builder()
+        .workers(3)
+        .serve(local(), |_req: Request<Body>| Response::new(format!("{:?}", std::thread::current().id())))
+        .unwrap();
     let addr = server.local_addr();
-    let threads: Vec<_> =
-        (0..4).map(|_| std::thread::spawn(move || (0..50).all(|_| get(addr, "/").status == 200))).collect();
-    assert!(threads.into_iter().all(|t| t.join().unwrap()));
-    assert_eq!(server.shutdown().cancelled_connections, 0);
+    let mut conns: Vec<_> = (0..6).map(|_| connect(addr)).collect();
+    let mut threads = std::collections::HashSet::new();
+    for s in &mut conns {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        threads.insert(read_response(s, &mut Vec::new()).unwrap().text());
+    }
+    assert_eq!(threads.len(), 3, "connections on every worker: {threads:?}");
+    drop(conns);
+    server.shutdown();
 }

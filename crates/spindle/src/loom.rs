@@ -4,10 +4,10 @@
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicU8;
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::AtomicU8;
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize};
 
 /// `std::cell::UnsafeCell` with loom's closure-based API.
 #[cfg(not(loom))]

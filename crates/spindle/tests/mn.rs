@@ -32,8 +32,13 @@ fn new_fibers_spread_over_idle_workers_and_all_complete() {
             .map(|_| {
                 let threads = t2.clone();
                 spindle::spawn(move || {
-                    spin(Duration::from_micros(200)); // enough work for the idle worker to join in
                     threads.lock().unwrap().insert(std::thread::current().id());
+                    // Work until both workers have run some fiber (at most 20 ms each), so that
+                    // the test does not depend on how soon the OS runs the second worker.
+                    let t = Instant::now();
+                    while threads.lock().unwrap().len() < 2 && t.elapsed() < Duration::from_millis(20) {
+                        spin(Duration::from_micros(50));
+                    }
                 })
             })
             .collect();
@@ -182,4 +187,40 @@ fn shutdown_with_fibers_parked_on_every_worker_ends_cleanly() {
 #[should_panic(expected = "at least one worker")]
 fn zero_workers_is_a_clear_panic() {
     Builder::new().worker_threads(0);
+}
+
+#[test]
+fn builder_worker_places_a_fiber_on_that_worker_for_good() {
+    let rt = runtime(2);
+    // From outside: one fiber per worker index (modulo the worker count), each reporting the
+    // thread it started on and the one it ended on after yielding and sleeping.
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            spindle::fiber::Builder::new()
+                .worker(i)
+                .spawn_on(&rt, || {
+                    let first = std::thread::current().id();
+                    for _ in 0..10 {
+                        spindle::yield_now();
+                        spindle::time::sleep(Duration::from_millis(1));
+                    }
+                    (first, std::thread::current().id())
+                })
+                .unwrap()
+        })
+        .collect();
+    let ids: Vec<(ThreadId, ThreadId)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(ids.iter().all(|(a, b)| a == b));
+    assert_eq!(ids[0].0, ids[2].0, "index 2 wraps to worker 0");
+    assert_eq!(ids[1].0, ids[3].0, "index 3 wraps to worker 1");
+    assert_ne!(ids[0].0, ids[1].0, "workers 0 and 1 are different threads");
+    // From inside: a fiber spawned for the other worker runs there.
+    let (here, there) = rt.block_on(|| {
+        let here = std::thread::current().id();
+        let a = spindle::fiber::Builder::new().worker(0).spawn(|| std::thread::current().id()).unwrap();
+        let b = spindle::fiber::Builder::new().worker(1).spawn(|| std::thread::current().id()).unwrap();
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        (here, if a == here { b } else { a })
+    });
+    assert_ne!(here, there);
 }

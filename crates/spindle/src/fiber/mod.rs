@@ -66,6 +66,7 @@ impl FiberId {
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    worker: Option<usize>,
 }
 
 impl Builder {
@@ -85,7 +86,15 @@ impl Builder {
         self
     }
 
-    /// Spawns the fiber on the current worker.
+    /// Starts the fiber on worker `index` (modulo the runtime's worker count) and keeps it
+    /// there: it is never handed to another worker, even before it starts. For servers that
+    /// place connections themselves (one per worker in turn).
+    pub fn worker(mut self, index: usize) -> Builder {
+        self.worker = Some(index);
+        self
+    }
+
+    /// Spawns the fiber on the current worker (or the one chosen with [`Builder::worker`]).
     ///
     /// # Errors
     ///
@@ -102,8 +111,12 @@ impl Builder {
         let worker = worker::current().expect(
             "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
         );
-        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, false)?;
-        worker.place_new(fiber);
+        let target = self.worker;
+        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some())?;
+        match target {
+            Some(i) => worker.rt.submit_to(i, fiber),
+            None => worker.place_new(fiber),
+        }
         Ok(handle)
     }
 
@@ -136,8 +149,12 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (fiber, handle) = self.build(f, runtime.config().stack_size, false)?;
-        runtime.submit(fiber);
+        let target = self.worker;
+        let (fiber, handle) = self.build(f, runtime.config().stack_size, target.is_some())?;
+        match target {
+            Some(i) => runtime.submit_to(i, fiber),
+            None => runtime.submit(fiber),
+        }
         Ok(handle)
     }
 

@@ -16,7 +16,7 @@
 //! 4. The timer wheel is owned by the worker's thread (it lives in `Worker`, not here).
 
 pub(crate) mod io;
-mod sleep_gate;
+pub(crate) mod sleep_gate;
 pub(crate) mod wheel;
 
 use std::io as stdio;

@@ -16,12 +16,13 @@
 //! returning, as a thread that never ends keeps `join` from returning.
 
 pub(crate) mod handle;
+pub(crate) mod idle;
 pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod worker;
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -50,11 +51,12 @@ pub(crate) struct Config {
 ///
 /// - The injector holds only fibers that have not started (and so may run on any worker); the
 ///   task injector holds runnable `Send` tasks (which may run on any worker between polls).
-/// - A worker about to sleep sets its `idle` flag, then (SeqCst fence) checks the injector;
-///   a producer pushes to the injector, then (SeqCst fence) looks for an idle worker and
-///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new fiber
-///   or the producer sees the idle worker: no fiber waits in the injector while a worker
-///   sleeps. At most one worker is woken per injected fiber (no thundering herd).
+/// - A worker about to sleep sets its idle flag, then (SeqCst fence) checks the injectors;
+///   a producer pushes to an injector, then (SeqCst fence) claims an idle worker and
+///   publishes remote work to it (reactor `SleepGate`). Either the worker sees the new work
+///   or the producer sees the idle worker: nothing waits in an injector while a worker
+///   sleeps. At most one worker is woken per injected item (no thundering herd). The
+///   protocol is module `idle`, loom-checked.
 #[derive(Debug)]
 pub(crate) struct RuntimeShared {
     pub(crate) id: u64,
@@ -63,8 +65,8 @@ pub(crate) struct RuntimeShared {
     injector: crossbeam_deque::Injector<FiberRef>,
     /// Runnable `Send` tasks woken or spawned outside the workers.
     task_injector: crossbeam_deque::Injector<TaskRef>,
-    /// How many workers have their `idle` flag set (a hint for the spawn fast path).
-    idle: AtomicUsize,
+    /// Which workers are idle (module `idle`).
+    idle: idle::IdleSet,
     /// Set by `Runtime::drop` once every worker has stopped: tasks injected from then on are
     /// cancelled by whoever injects them (task ground rule 3).
     closed: AtomicBool,
@@ -83,7 +85,6 @@ impl RuntimeShared {
     pub(crate) fn inject(&self, fiber: FiberRef) {
         debug_assert!(!fiber.header.started(), "only unstarted fibers may move between workers");
         self.injector.push(fiber);
-        std::sync::atomic::fence(Ordering::SeqCst);
         self.wake_one_idle();
     }
 
@@ -132,22 +133,27 @@ impl RuntimeShared {
         }
     }
 
+    /// Queues a new pinned fiber on worker `index % workers` (locally when that is the
+    /// calling worker).
+    pub(crate) fn submit_to(&self, index: usize, fiber: FiberRef) {
+        debug_assert!(fiber.header.pinned && !fiber.header.started());
+        let target = &self.workers[index % self.workers.len()];
+        match worker::current() {
+            Some(w) if Arc::ptr_eq(&w.shared, target) => w.schedule_local(fiber),
+            _ => target.schedule_remote(fiber),
+        }
+    }
+
     /// Whether some worker is idle (then new work should be shared rather than kept local).
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
-        self.idle.load(Ordering::Relaxed) > 0
+        self.idle.any()
     }
 
+    /// After a push to a shared queue: claims one idle worker, if any, and wakes it.
     pub(crate) fn wake_one_idle(&self) {
-        if self.idle.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        for w in &self.workers {
-            if w.idle.swap(false, Ordering::SeqCst) {
-                self.idle.fetch_sub(1, Ordering::SeqCst);
-                w.driver.publish_remote_work();
-                return;
-            }
+        if let Some(i) = self.idle.claim_one() {
+            self.workers[i].driver.publish_remote_work();
         }
     }
 
@@ -168,17 +174,12 @@ impl RuntimeShared {
 
     /// Marks `worker` idle (before its last look at the injector).
     pub(crate) fn enter_idle(&self, worker: &WorkerShared) {
-        if !worker.idle.swap(true, Ordering::SeqCst) {
-            self.idle.fetch_add(1, Ordering::SeqCst);
-        }
-        std::sync::atomic::fence(Ordering::SeqCst);
+        self.idle.enter(worker.index);
     }
 
     /// Clears `worker`'s idle flag (unless a producer already did).
     pub(crate) fn leave_idle(&self, worker: &WorkerShared) {
-        if worker.idle.swap(false, Ordering::SeqCst) {
-            self.idle.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.idle.leave(worker.index);
     }
 }
 
@@ -299,7 +300,7 @@ impl Builder {
             workers,
             injector: crossbeam_deque::Injector::new(),
             task_injector: crossbeam_deque::Injector::new(),
-            idle: AtomicUsize::new(0),
+            idle: idle::IdleSet::new(n),
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
             spawn_gate: std::sync::RwLock::new(false),
@@ -464,6 +465,11 @@ impl Runtime {
     /// Hands a new fiber to the workers (through the injector).
     pub(crate) fn submit(&self, fiber: crate::fiber::cell::FiberRef) {
         self.shared.inject(fiber);
+    }
+
+    /// Hands a new pinned fiber to worker `index % workers`.
+    pub(crate) fn submit_to(&self, index: usize, fiber: crate::fiber::cell::FiberRef) {
+        self.shared.submit_to(index, fiber);
     }
 }
 

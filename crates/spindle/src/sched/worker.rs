@@ -108,9 +108,6 @@ pub(crate) struct WorkerShared {
     pub(crate) runtime_id: u64,
     /// This worker's index in the runtime.
     pub(crate) index: usize,
-    /// Set while the worker looks for work or sleeps (see `RuntimeShared`); a producer that
-    /// clears it owes the worker a wake-up.
-    pub(crate) idle: AtomicBool,
     /// Counters and liveness signals (module `metrics`).
     pub(crate) stats: WorkerStats,
     inbox: Mutex<Vec<FiberRef>>,
@@ -136,7 +133,6 @@ impl WorkerShared {
             thread: std::sync::OnceLock::new(),
             runtime_id,
             index,
-            idle: AtomicBool::new(false),
             stats: WorkerStats::default(),
             inbox: Mutex::new(Vec::new()),
             task_inbox: Mutex::new(Vec::new()),

@@ -7,8 +7,9 @@
 //! runtime with one worker.
 //!
 //! `--server spindle` (competitor `spindle`): spindle-http (hyper 1.x driven by one spindle
-//! fiber per connection, the handler a plain blocking function), WORKERS spindle runtimes
-//! with one SO_REUSEPORT listener each. `--no-header-timeout` turns off its header read
+//! fiber per connection, the handler a plain blocking function), one spindle runtime with
+//! WORKERS worker threads (spindle-http's default Accept::RoundRobin; SPINDLE_HTTP_ACCEPT
+//! picks another design). `--no-header-timeout` turns off its header read
 //! timeout (hyper then arms no timer per request, as in the tokio server, which sets none).
 //!
 //! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads).
@@ -59,6 +60,14 @@ fn env_num(name: &str, default: usize) -> usize {
 fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
     use spindle_http::{Body, Server};
     let mut builder = Server::builder().workers(workers);
+    // Measurement hook: SPINDLE_HTTP_ACCEPT=reuseport|roundrobin|runtimes (default: the
+    // library's default).
+    match std::env::var("SPINDLE_HTTP_ACCEPT").as_deref() {
+        Ok("reuseport") => builder = builder.accept(spindle_http::Accept::ReusePort),
+        Ok("roundrobin") => builder = builder.accept(spindle_http::Accept::RoundRobin),
+        Ok("runtimes") => builder = builder.accept(spindle_http::Accept::Runtimes),
+        _ => {}
+    }
     if !header_timeout {
         builder = builder.header_read_timeout(None);
     }
