@@ -234,18 +234,18 @@ where
     }
 }
 
-struct TaskWaker<F: Future>(Arc<Task<F>>);
-
-impl<F> Wake for TaskWaker<F>
+/// The task is its own waker: waking it schedules it (`wake_task`), and a poll lends the
+/// waker without touching the reference count (see `run`).
+impl<F> Wake for Task<F>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     fn wake(self: Arc<Self>) {
-        self.0.wake_task();
+        self.wake_task();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.wake_task();
+        self.wake_task();
     }
 }
 
@@ -261,7 +261,11 @@ where
         if self.aborted.load(Ordering::Acquire) {
             return self.drop_future_and_complete();
         }
-        let waker = Waker::from(Arc::new(TaskWaker(self.clone())));
+        // A waker borrowed from `self` for the poll: no allocation and no reference count
+        // traffic (a future that keeps the waker clones it, which counts a reference).
+        // SAFETY: `Arc::from_raw` of our own live Arc's pointer makes a second owner that is
+        // never dropped (ManuallyDrop), so the count stays balanced; `self` outlives `waker`.
+        let waker = std::mem::ManuallyDrop::new(Waker::from(unsafe { Arc::from_raw(Arc::as_ptr(&self)) }));
         let mut cx = Context::from_waker(&waker);
         // SAFETY: RUNNING grants us the stage (ground rule 1).
         let stage = unsafe { &mut *self.stage.get() };
