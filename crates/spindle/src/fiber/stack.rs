@@ -295,6 +295,9 @@ pub(crate) struct StackPool {
 /// Most stacks mapped by one `mmap` (untouched stacks cost address space, not memory).
 const MAX_BATCH: usize = 64;
 
+/// Most address space mapped by one batch: large stacks are mapped fewer at a time.
+const MAX_BATCH_BYTES: usize = 16 << 20;
+
 impl StackPool {
     pub(crate) fn new(max_cached: usize, keep_warm: usize) -> StackPool {
         StackPool { free: Vec::new(), cached: 0, max_cached, keep_warm, released_since_trim: 0, batch: 1 }
@@ -309,11 +312,21 @@ impl StackPool {
             }
         }
         // A miss: map a batch, hand out one stack and cache the others (untouched, clean).
-        let count = self.batch.min(self.max_cached.saturating_sub(self.cached) + 1);
+        let count = self
+            .batch
+            .min(self.max_cached.saturating_sub(self.cached) + 1)
+            .min((MAX_BATCH_BYTES / len).max(1));
         self.batch = (self.batch * 2).min(MAX_BATCH);
-        let mut stacks = Stack::map_batch(len, count)?;
+        let mut stacks = match Stack::map_batch(len, count) {
+            Ok(stacks) => stacks,
+            // Strict overcommit accounting may refuse a large batch that a single stack fits.
+            Err(_) if count > 1 => Stack::map_batch(len, 1)?,
+            Err(e) => return Err(e),
+        };
         let stack = stacks.pop().expect("map_batch returns the stacks it was asked for");
         if !stacks.is_empty() {
+            // Their top pages may have been pre-faulted: resident, so a trim must see them.
+            stacks.iter_mut().for_each(|s| s.dirty = true);
             self.cached += stacks.len();
             // Highest address on top of the LIFO, next to the stack handed out.
             match self.free.iter_mut().find(|(size, _)| *size == len) {
