@@ -7,7 +7,6 @@ use super::*;
 use spindle::net::{TcpListener, TcpStream};
 use spindle::sync::unbounded;
 
-
 fn bind_loop(n: usize) {
     for _ in 0..n {
         drop(TcpListener::bind(loopback0()).expect("bind"));
@@ -116,31 +115,7 @@ fn idle_conns(o: &Opts) {
 }
 
 fn body(o: &Opts) {
-    let c = &o.counts;
-    if o.want("idle_conns") {
-        idle_conns(o);
-    }
-    if o.want("bind") {
-        let (warm, n) = c.bind;
-        bind_loop(warm);
-        let t0 = Instant::now();
-        bind_loop(n);
-        emit(o, "bind", "ns_per_op", ns_per_op(t0, n), "ns");
-    }
-    if o.want("bind_concurrent") {
-        let (warm, n) = c.bind_concurrent;
-        let n = n / CONC_UNITS * CONC_UNITS;
-        bind_concurrent(warm);
-        let t0 = Instant::now();
-        bind_concurrent(n);
-        emit(o, "bind_concurrent", "ns_per_op", ns_per_op(t0, n), "ns");
-    }
-    if o.want("accept_connect") {
-        accept_connect(o, c.accept_connect);
-    }
-    if o.want("pingpong") {
-        pingpong(o, c.pingpong);
-    }
+    run_blocking(o, &BlockingCases { bind_loop, bind_concurrent, accept_connect, pingpong, idle_conns });
 }
 
 pub fn run(o: &'static Opts) {

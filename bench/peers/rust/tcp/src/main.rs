@@ -94,6 +94,46 @@ fn message() -> [u8; MSG] {
     m
 }
 
+// ---------------------------------------------------------------- blocking-style driver
+
+/// The cases of a competitor written in blocking style (std threads, spindle fibers).
+struct BlockingCases {
+    bind_loop: fn(usize),
+    bind_concurrent: fn(usize),
+    accept_connect: fn(&Opts, (usize, usize)),
+    pingpong: fn(&Opts, (usize, usize)),
+    idle_conns: fn(&Opts),
+}
+
+/// Runs the selected cases in the suite's order, with their warm-ups.
+fn run_blocking(o: &Opts, cases: &BlockingCases) {
+    let c = &o.counts;
+    if o.want("idle_conns") {
+        (cases.idle_conns)(o);
+    }
+    if o.want("bind") {
+        let (warm, n) = c.bind;
+        (cases.bind_loop)(warm);
+        let t0 = Instant::now();
+        (cases.bind_loop)(n);
+        emit(o, "bind", "ns_per_op", ns_per_op(t0, n), "ns");
+    }
+    if o.want("bind_concurrent") {
+        let (warm, n) = c.bind_concurrent;
+        let n = n / CONC_UNITS * CONC_UNITS;
+        (cases.bind_concurrent)(warm);
+        let t0 = Instant::now();
+        (cases.bind_concurrent)(n);
+        emit(o, "bind_concurrent", "ns_per_op", ns_per_op(t0, n), "ns");
+    }
+    if o.want("accept_connect") {
+        (cases.accept_connect)(o, c.accept_connect);
+    }
+    if o.want("pingpong") {
+        (cases.pingpong)(o, c.pingpong);
+    }
+}
+
 // ---------------------------------------------------------------- std threads
 
 mod threads {
@@ -208,31 +248,7 @@ mod threads {
     }
 
     pub fn run(o: &Opts) {
-        let c = &o.counts;
-        if o.want("idle_conns") {
-            idle_conns(o);
-        }
-        if o.want("bind") {
-            let (warm, n) = c.bind;
-            bind_loop(warm);
-            let t0 = Instant::now();
-            bind_loop(n);
-            emit(o, "bind", "ns_per_op", ns_per_op(t0, n), "ns");
-        }
-        if o.want("bind_concurrent") {
-            let (warm, n) = c.bind_concurrent;
-            let n = n / CONC_UNITS * CONC_UNITS;
-            bind_concurrent(warm);
-            let t0 = Instant::now();
-            bind_concurrent(n);
-            emit(o, "bind_concurrent", "ns_per_op", ns_per_op(t0, n), "ns");
-        }
-        if o.want("accept_connect") {
-            accept_connect(o, c.accept_connect);
-        }
-        if o.want("pingpong") {
-            pingpong(o, c.pingpong);
-        }
+        run_blocking(o, &BlockingCases { bind_loop, bind_concurrent, accept_connect, pingpong, idle_conns });
     }
 }
 
