@@ -224,3 +224,116 @@ fn builder_worker_places_a_fiber_on_that_worker_for_good() {
     });
     assert_ne!(here, there);
 }
+
+/// Drops `rt` on another thread and fails the test if that takes more than a minute (the
+/// failure this guards against is a hang, so the bound is generous).
+fn drop_within_a_minute(rt: Runtime) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("dropping the runtime hung");
+}
+
+/// Counts its drops (a fiber's destructors ran).
+struct Guard(Arc<AtomicUsize>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn shutdown_ends_fibers_that_only_switch_among_themselves() {
+    // Fibers that yield forever, alone or together, and pairs that ping-pong forever over
+    // channels: none of them ever returns to its worker's scheduler loop on its own.
+    let rt = runtime(2);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(WaitGroup::new());
+    running.add(8);
+    let mut handles = Vec::new();
+    for i in 0..4 {
+        let (dropped, running) = (dropped.clone(), running.clone());
+        let h = spindle::fiber::Builder::new().worker(i).spawn_on(&rt, move || {
+            let _guard = Guard(dropped);
+            running.done();
+            loop {
+                spindle::yield_now();
+            }
+        });
+        handles.push(h.unwrap());
+    }
+    for i in 0..2 {
+        let (ping_tx, ping_rx) = channel::<u64>(1);
+        let (pong_tx, pong_rx) = channel::<u64>(1);
+        let (d1, r1) = (dropped.clone(), running.clone());
+        let a = spindle::fiber::Builder::new().worker(i).spawn_on(&rt, move || {
+            let _guard = Guard(d1);
+            r1.done();
+            let mut n = 0;
+            loop {
+                ping_tx.send(n).unwrap();
+                n = pong_rx.recv().unwrap() + 1;
+            }
+        });
+        let (d2, r2) = (dropped.clone(), running.clone());
+        let b = spindle::fiber::Builder::new().worker(i).spawn_on(&rt, move || {
+            let _guard = Guard(d2);
+            r2.done();
+            while let Ok(n) = ping_rx.recv() {
+                if pong_tx.send(n).is_err() {
+                    break;
+                }
+            }
+        });
+        handles.push(a.unwrap());
+        handles.push(b.unwrap());
+    }
+    running.wait();
+    drop_within_a_minute(rt);
+    assert_eq!(dropped.load(Ordering::SeqCst), 8, "every fiber ran its destructors");
+    for h in handles {
+        // Cancelled, or (for a ping-pong partner that saw its channel close while the other
+        // unwound first) a clean end or a channel error: never a hang.
+        let _ = h.join();
+    }
+}
+
+#[test]
+fn a_pinned_spawn_aimed_at_a_worker_that_already_stopped_is_cancelled() {
+    let rt = runtime(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let parked = Arc::new(WaitGroup::new());
+    parked.add(1);
+    let p = parked.clone();
+    // A fiber on worker 0 whose destructor (run when shutdown cancels it) waits until worker 1
+    // has most likely exited, then spawns a fiber pinned to worker 1.
+    struct SpawnOnDrop(std::sync::mpsc::Sender<spindle::JoinHandle<u32>>);
+    impl Drop for SpawnOnDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(200));
+            let h = spindle::fiber::Builder::new().worker(1).spawn(|| 7).unwrap();
+            let _ = self.0.send(h);
+        }
+    }
+    let holder = spindle::fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, move || {
+            let _spawn = SpawnOnDrop(tx);
+            p.done();
+            spindle::time::sleep(Duration::from_secs(3600));
+        })
+        .unwrap();
+    parked.wait();
+    drop_within_a_minute(rt);
+    assert!(holder.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    let late = rx.recv_timeout(Duration::from_secs(5)).expect("the destructor spawned");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(late.join());
+    });
+    let result = done_rx.recv_timeout(Duration::from_secs(60)).expect("joining the late fiber hung");
+    assert!(result.unwrap_err().is::<spindle::fiber::Cancelled>());
+}

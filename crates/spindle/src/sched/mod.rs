@@ -11,9 +11,12 @@
 //! Shutdown (dropping the [`Runtime`]): each worker stops taking new work, cancels fibers that
 //! never started (their join handles get a [`Cancelled`](crate::fiber::Cancelled) error) and
 //! resumes every started fiber with its cancel flag set, so it unwinds from its suspension
-//! point (`park`, `yield_now`, a blocking channel operation) and runs its destructors. A
-//! fiber that never reaches a suspension point (an endless computation) keeps the drop from
-//! returning, as a thread that never ends keeps `join` from returning.
+//! point (`park`, `yield_now`, a blocking channel operation) and runs its destructors. Fibers
+//! that only switch among themselves (yield loops, endless ping-pong) see the shutdown within
+//! a few dozen switches. Fibers spawned during shutdown (from a destructor) are cancelled
+//! too, even when pinned to a worker that has already stopped. A fiber that never reaches a
+//! suspension point (an endless computation) keeps the drop from returning, as a thread that
+//! never ends keeps `join` from returning.
 
 pub(crate) mod handle;
 pub(crate) mod idle;
@@ -490,9 +493,21 @@ impl Drop for Runtime {
             panicked |= thread.join().is_err();
         }
         self.shared.blocking.shutdown();
-        // Fibers injected but never taken by a worker: complete them as cancelled.
+        // Fibers injected but never taken by a worker, and pinned ones sent to a worker that
+        // had already exited (worker invariant 8): complete them as cancelled.
         while let Some(fiber) = self.shared.steal_injected() {
             fiber.stage.abort_unstarted(&fiber.header, Box::new(crate::fiber::Cancelled));
+        }
+        for w in &self.shared.workers {
+            for fiber in w.take_inbox() {
+                if fiber.header.started() {
+                    // Every started fiber finished in its worker's cancel_all; a stale entry
+                    // can only be a wake-up of a finished fiber, which has nothing left to run.
+                    debug_assert!(fiber.header.is_complete(), "a started fiber outlived its worker");
+                } else {
+                    fiber.stage.abort_unstarted(&fiber.header, Box::new(crate::fiber::Cancelled));
+                }
+            }
         }
         // Tasks likewise; from now on an injected task is cancelled by its injector.
         self.shared.closed.store(true, Ordering::Relaxed);

@@ -28,6 +28,12 @@
 //!    A worker about to sleep with an empty run queue first takes injected tasks, then steals
 //!    from the other workers' queues. `live_tasks` lists the tasks this worker must cancel at
 //!    shutdown (it may hold finished ones; they are pruned as it grows).
+//! 7. Shutdown is seen by the scheduler loop, and by fibers every `BUSY_POLL_INTERVAL`
+//!    switches (fibers that yield or ping-pong among themselves never return to the loop).
+//!    From then on (`stopping`) every switch goes to the scheduler context, so `cancel_all`
+//!    marks each fiber cancelled before it runs again: no fiber runs on uncancelled.
+//! 8. Fibers that reach a worker's inbox after the worker exited (pinned spawns from another
+//!    worker still cancelling) are cancelled by `Runtime::drop` once every worker has joined.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -158,6 +164,11 @@ impl WorkerShared {
         self.driver.publish_remote_work();
     }
 
+    /// Takes what waits in the inbox (after the worker exited: invariant 8).
+    pub(crate) fn take_inbox(&self) -> Vec<FiberRef> {
+        std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Asks the worker to shut down and wakes it.
     pub(crate) fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
@@ -197,6 +208,9 @@ pub(crate) struct Worker {
     /// Switches since the last non-blocking poll of the reactor (busy workers poll I/O and
     /// timers every `BUSY_POLL_INTERVAL` switches).
     ticks: Cell<u32>,
+    /// Shutdown was seen (invariant 7): every switch goes back to the scheduler context, which
+    /// stops the loop and cancels what is left.
+    stopping: Cell<bool>,
 }
 
 impl Worker {
@@ -226,6 +240,7 @@ impl Worker {
             events: RefCell::new(Vec::with_capacity(256)),
             fired: RefCell::new(Vec::new()),
             ticks: Cell::new(0),
+            stopping: Cell::new(false),
         }
     }
 
@@ -234,6 +249,9 @@ impl Worker {
         let _alt = overflow::AltStack::ensure();
         WORKER.with(|w| w.set(self));
         loop {
+            if self.stopping.get() {
+                break; // a fiber saw the shutdown between two switches (invariant 7)
+            }
             self.run_tasks();
             if let Some(next) = self.pop_runnable() {
                 self.resume_from_scheduler(next);
@@ -246,6 +264,7 @@ impl Worker {
             // Checked before taking more tasks: tasks that keep waking themselves would
             // otherwise keep the worker from ever seeing the shutdown.
             if self.shared.shutdown.load(Ordering::Acquire) {
+                self.stopping.set(true);
                 break;
             }
             if self.has_queued_tasks() || self.find_tasks() {
@@ -337,7 +356,9 @@ impl Worker {
         *self.fired.borrow_mut() = wakers;
     }
 
-    /// Counts a switch; every `BUSY_POLL_INTERVAL` of them, polls the reactor without blocking.
+    /// Counts a switch; every `BUSY_POLL_INTERVAL` of them, polls the reactor without blocking
+    /// and looks for a shutdown request (fibers that keep switching among themselves never
+    /// return to the scheduler loop, which is where shutdown is otherwise noticed).
     #[inline]
     fn tick(&self) {
         let ticks = self.ticks.get().wrapping_add(1);
@@ -345,6 +366,9 @@ impl Worker {
         if ticks & (BUSY_POLL_INTERVAL - 1) == 0 {
             self.poll_busy();
             self.balance();
+            if self.shared.shutdown.load(Ordering::Relaxed) {
+                self.stopping.set(true);
+            }
         }
     }
 
@@ -678,8 +702,9 @@ impl Worker {
     fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         self.tick();
         let target = loop {
-            if self.has_queued_tasks() {
-                // Tasks run in the scheduler context; a fiber we popped goes back first.
+            if self.stopping.get() || self.has_queued_tasks() {
+                // Tasks run in the scheduler context, and during shutdown every switch goes
+                // there (invariant 7); a fiber we popped goes back first.
                 if let Some(n) = next.take() {
                     self.run_queue.borrow_mut().push_front(n);
                 }
@@ -740,6 +765,14 @@ impl Worker {
             // Nothing else is runnable: keep running, but still look at the reactor now and
             // then, or a fiber spinning on yield_now would starve timers and I/O.
             self.tick();
+            if self.stopping.get() {
+                // Shutdown: let the scheduler context cancel us (invariant 7).
+                let me = self.current.take().expect("yield_now outside a fiber on a worker");
+                let header: *const Header = &me.header;
+                let save = me.header.sp.as_ptr();
+                self.schedule_local(me);
+                self.switch_away(save, header, None);
+            }
             return check_cancel(self);
         };
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
