@@ -197,6 +197,7 @@ pub struct Builder {
     stack_cache: usize,
     stack_keep_warm: usize,
     thread_name: String,
+    malloc_top_pad: Option<usize>,
 }
 
 impl Default for Builder {
@@ -216,6 +217,7 @@ impl Builder {
             stack_cache: 65_536,
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
+            malloc_top_pad: Some(crate::sys::malloc::DEFAULT_TOP_PAD),
         }
     }
 
@@ -284,6 +286,18 @@ impl Builder {
         self
     }
 
+    /// glibc only: the free memory each allocator arena keeps at its top instead of giving
+    /// it back to the kernel (`mallopt(M_TOP_PAD)`), set once per process by the first
+    /// runtime built. Default 1 MiB: glibc's per-thread arenas, which worker threads use,
+    /// otherwise return memory on every free that leaves more than 128 KiB on top, so code
+    /// that allocates and frees a few hundred KiB per request pays a `madvise` and a page
+    /// fault per page on every request (module `sys::malloc`). `None` leaves glibc's setting
+    /// alone; a `MALLOC_TOP_PAD_` environment variable always wins. Other C libraries: no-op.
+    pub fn malloc_top_pad(&mut self, bytes: Option<usize>) -> &mut Builder {
+        self.malloc_top_pad = bytes;
+        self
+    }
+
     /// Starts the worker threads and returns the runtime.
     pub fn build(&self) -> io::Result<Runtime> {
         static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
@@ -293,6 +307,9 @@ impl Builder {
             stack_keep_warm: self.stack_keep_warm,
         };
         fiber::overflow::install_handler();
+        if let Some(pad) = self.malloc_top_pad {
+            crate::sys::malloc::set_top_pad(pad);
+        }
         let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
         let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
         let workers =

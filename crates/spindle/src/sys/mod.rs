@@ -2,3 +2,4 @@
 //! Everything platform-specific lives here; the reactor above it is plain Rust.
 
 pub(crate) mod epoll;
+pub(crate) mod malloc;
