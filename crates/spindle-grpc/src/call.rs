@@ -350,8 +350,10 @@ impl Direct {
                     return Poll::Ready(self.fail(status));
                 }
                 self.handler = None;
-                // A trailers-only response carries its status in the headers.
-                limit::respec_headers(response.headers_mut());
+                // A trailers-only response (an empty body) carries its status in the headers.
+                if response.body().is_end_stream() {
+                    limit::respec_headers(response.headers_mut());
+                }
                 // (A trailers-only response ends the call with its headers; the client then
                 // drops the empty body unread, which marks the call cancelled: harmless, the
                 // handler has finished.)

@@ -87,11 +87,17 @@ pub(crate) fn respec(status: Status) -> Status {
     }
 }
 
-/// [`respec`] on a status carried in headers (a trailers-only response) or trailers. Costs one
-/// header lookup when the status is not `OUT_OF_RANGE`.
+/// [`respec`] on a status carried in headers (a trailers-only response) or trailers.
 pub(crate) fn respec_headers(headers: &mut HeaderMap) {
+    // A call's trailers hold a header or two: comparing names is cheaper than hashing one
+    // (this runs once per call).
+    let code = if headers.len() <= 4 {
+        headers.iter().find(|(name, _)| *name == Status::GRPC_STATUS).map(|(_, value)| value)
+    } else {
+        headers.get(&Status::GRPC_STATUS)
+    };
     // "11": Code::OutOfRange as a grpc-status value.
-    if headers.get(&Status::GRPC_STATUS).is_none_or(|code| code.as_bytes() != b"11") {
+    if code.is_none_or(|code| code.as_bytes() != b"11") {
         return;
     }
     let Some(status) = Status::from_header_map(headers) else { return };
