@@ -15,6 +15,17 @@
 //!    spawned), fails with `CANCELLED` instead of ending like a finished upload.
 //! 4. The deadline timer is a spindle timer of the worker that polls the call; the call is
 //!    only ever polled on a spindle worker (the caller's, or a pump task's: module `pipe`).
+//! 5. **The request side failing ends the call.** A request message above the channel's limit
+//!    (module `limit`), or the client's request body failing (tonic's client reports its
+//!    encoding errors, its `max_encoding_message_size` among them, that way), is recorded once
+//!    in [`CallState`] by the [`RequestBody`], which from then on gives the handler nothing:
+//!    its poll is `Pending` (the handler never sees the oversized message, a truncated stream
+//!    or a clean end). Whoever drives the call (polls the handler: the client's future and
+//!    body, or a pump) checks for the failure after every poll of the handler and before every
+//!    poll of its body, and ends the call with it as in invariant 2. The driver's waker is
+//!    registered in [`CallState`] whenever the handler is pending, so a request body read
+//!    elsewhere (a task the handler spawned) wakes the driver when it fails; that reader is
+//!    woken too, and its next poll fails with the same status.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -30,6 +41,7 @@ use spindle::time::Sleep;
 use tonic::body::Body;
 use tonic::Status;
 
+use crate::limit::{self, Direction, Scanner};
 use crate::pipe;
 
 /// What a registered service returns for one call.
@@ -42,6 +54,16 @@ pub(crate) struct CallState {
     cancelled: AtomicBool,
     /// The waker of the request body's reader, while it waits for the client's next message.
     reader: Mutex<Option<Waker>>,
+    /// Set (under the `failure` lock) once `failure` holds a status (invariant 5).
+    failed: AtomicBool,
+    failure: Mutex<Failure>,
+}
+
+/// The request side's failure and the waker of the call's driver (invariant 5).
+#[derive(Debug, Default)]
+struct Failure {
+    status: Option<Status>,
+    driver: Option<Waker>,
 }
 
 impl CallState {
@@ -51,6 +73,33 @@ impl CallState {
         if let Some(w) = waker {
             w.wake();
         }
+    }
+
+    fn lock_failure(&self) -> std::sync::MutexGuard<'_, Failure> {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the request side's failure (the first one counts) and wakes the driver.
+    fn fail(&self, status: Status) {
+        let driver = {
+            let mut failure = self.lock_failure();
+            if failure.status.is_none() {
+                failure.status = Some(status);
+                self.failed.store(true, Ordering::Release);
+            }
+            failure.driver.take()
+        };
+        if let Some(w) = driver {
+            w.wake();
+        }
+    }
+
+    /// The request side's failure, if any: one atomic load while there is none.
+    fn failure(&self) -> Option<Status> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.lock_failure().status.clone()
     }
 }
 
@@ -71,22 +120,47 @@ impl Drop for LiveCall {
     }
 }
 
-/// Held with the handler (in the client's future, then body; or in the pump task). Dropped
-/// before [`End::set_ended`], it cancels the call (invariant 3).
+/// Held with the handler (in the client's future, then body; or in the pump task) by whoever
+/// drives the call. Dropped before [`End::set_ended`], it cancels the call (invariant 3).
 #[derive(Debug)]
 pub(crate) struct End {
     state: Arc<CallState>,
     ended: bool,
+    /// The driver's waker as last registered in `state` (so that an unchanged waker is not
+    /// registered again: no lock while the driver stays the same).
+    driver: Option<Waker>,
     _live: Option<LiveCall>,
 }
 
 impl End {
     pub(crate) fn new(state: Arc<CallState>, live: Option<LiveCall>) -> End {
-        End { state, ended: false, _live: live }
+        End { state, ended: false, driver: None, _live: live }
     }
 
     pub(crate) fn set_ended(&mut self) {
         self.ended = true;
+    }
+
+    /// The request side's failure, if any (invariant 5).
+    fn failure(&self) -> Option<Status> {
+        self.state.failure()
+    }
+
+    /// Before the driver returns `Pending`: registers its waker for a failure of the request
+    /// side, and returns the failure if one came meanwhile (invariant 5).
+    fn pending(&mut self, cx: &Context<'_>) -> Option<Status> {
+        if let Some(status) = self.state.failure() {
+            return Some(status);
+        }
+        if self.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            // Still registered: only CallState::fail takes it, and it sets `failed` first.
+            return None;
+        }
+        let waker = cx.waker().clone();
+        let mut failure = self.state.lock_failure();
+        failure.driver = Some(waker.clone());
+        self.driver = Some(waker);
+        failure.status.clone()
     }
 }
 
@@ -99,10 +173,30 @@ impl Drop for End {
 }
 
 /// The request body as the handler sees it: the client's body, failing with `CANCELLED` once
-/// the client has gone (invariant 3).
+/// the client has gone (invariant 3), giving nothing more once the request side has failed
+/// (invariant 5).
 pub(crate) struct RequestBody {
-    pub(crate) inner: Body,
-    pub(crate) state: Arc<CallState>,
+    inner: Body,
+    state: Arc<CallState>,
+    /// The channel's request limit on the messages of `inner`.
+    scanner: Scanner,
+    /// The request side's failure, once found; `reported` once it is in `state`.
+    failure: Option<(Status, bool)>,
+}
+
+impl RequestBody {
+    pub(crate) fn new(inner: Body, state: Arc<CallState>, limit: usize) -> RequestBody {
+        RequestBody { inner, state, scanner: Scanner::new(limit), failure: None }
+    }
+
+    /// Records `status` as the request side's failure (invariant 5): wakes the driver, and
+    /// this body's reader, whose next poll fails with it.
+    fn report(&mut self, status: Status, cx: &Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.state.fail(status.clone());
+        self.failure = Some((status, true));
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
 }
 
 impl http_body::Body for RequestBody {
@@ -113,26 +207,61 @@ impl http_body::Body for RequestBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if self.state.cancelled.load(Ordering::Acquire) {
+        let this = &mut *self;
+        if this.state.cancelled.load(Ordering::Acquire) {
             return Poll::Ready(Some(Err(Status::cancelled("the client cancelled the call"))));
         }
-        let poll = Pin::new(&mut self.inner).poll_frame(cx);
-        if poll.is_pending() {
-            *self.state.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-            // Cancelled between the check and the registration: do not miss it.
-            if self.state.cancelled.load(Ordering::Acquire) {
-                return Poll::Ready(Some(Err(Status::cancelled("the client cancelled the call"))));
+        match &this.failure {
+            None => {}
+            // The messages before the oversized one went out with the last frame: now fail.
+            Some((status, false)) => {
+                let status = status.clone();
+                return this.report(status, cx);
             }
+            // A reader polling again after the failure (the driver has dropped the handler,
+            // or is about to): an error, never a clean end.
+            Some((status, true)) => return Poll::Ready(Some(Err(status.clone()))),
         }
-        poll
+        let poll = Pin::new(&mut this.inner).poll_frame(cx);
+        match poll {
+            Poll::Ready(Some(Ok(mut frame))) => {
+                if let Some(data) = frame.data_mut() {
+                    if let Some(large) = this.scanner.scan(data) {
+                        let status = limit::too_large(Direction::Request, large.len, large.limit);
+                        if large.at == 0 {
+                            return this.report(status, cx);
+                        }
+                        // Hand over the messages before it, and fail on the next poll.
+                        data.truncate(large.at);
+                        this.failure = Some((status, false));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            // tonic's client reports its encoding errors (its encoding limit among them) as an
+            // error of its request body.
+            Poll::Ready(Some(Err(status))) => this.report(limit::respec(status), cx),
+            Poll::Pending => {
+                *this.state.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+                // Cancelled between the check and the registration: do not miss it.
+                if this.state.cancelled.load(Ordering::Acquire) {
+                    return Poll::Ready(Some(Err(Status::cancelled("the client cancelled the call"))));
+                }
+                Poll::Pending
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream() && !self.state.cancelled.load(Ordering::Relaxed)
+        self.inner.is_end_stream() && !self.state.cancelled.load(Ordering::Relaxed) && self.failure.is_none()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        match self.failure {
+            None => self.inner.size_hint(),
+            Some(_) => http_body::SizeHint::default(),
+        }
     }
 }
 
@@ -205,26 +334,39 @@ pub(crate) struct Direct {
     pub(crate) handler: Option<HandlerFuture>,
     pub(crate) deadline: Option<Sleep>,
     pub(crate) end: Option<End>,
+    /// The channel's response limit, for the body's [`Scanner`].
+    pub(crate) response_limit: usize,
 }
 
 impl Direct {
-    /// Polls the handler to its response head; see invariant 2.
+    /// Polls the handler to its response head; see invariants 2 and 5.
     pub(crate) fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<http::Response<ResponseBody>> {
         let Some(handler) = self.handler.as_mut() else {
             panic!("spindle-grpc ResponseFuture polled after completion");
         };
         match catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(cx))) {
-            Ok(Poll::Ready(Ok(response))) => {
+            Ok(Poll::Ready(Ok(mut response))) => {
+                if let Some(status) = self.end.as_ref().and_then(End::failure) {
+                    return Poll::Ready(self.fail(status));
+                }
                 self.handler = None;
+                // A trailers-only response (an empty body) carries its status in the headers.
+                if response.body().is_end_stream() {
+                    limit::respec_headers(response.headers_mut());
+                }
                 // (A trailers-only response ends the call with its headers; the client then
                 // drops the empty body unread, which marks the call cancelled: harmless, the
                 // handler has finished.)
                 let end = self.end.take();
                 let deadline = self.deadline.take();
-                Poll::Ready(response.map(|body| ResponseBody::direct(body, deadline, end)))
+                let scanner = Scanner::new(self.response_limit);
+                Poll::Ready(response.map(|body| ResponseBody::direct(body, deadline, end, scanner)))
             }
             Ok(Poll::Ready(Err(never))) => match never {},
             Ok(Poll::Pending) => {
+                if let Some(status) = self.end.as_mut().and_then(|end| end.pending(cx)) {
+                    return Poll::Ready(self.fail(status));
+                }
                 if let Some(sleep) = self.deadline.as_mut() {
                     if Pin::new(sleep).poll(cx).is_ready() {
                         return Poll::Ready(self.fail(deadline_exceeded()));
@@ -286,11 +428,18 @@ pub(crate) struct DirectBody {
     body: Option<Body>,
     deadline: Option<Sleep>,
     end: Option<End>,
+    /// The channel's response limit on the messages of `body`.
+    scanner: Scanner,
+    /// The status that ends the call after the frame just returned (a response message above
+    /// the limit, cut off with the messages before it returned: module `limit`).
+    then: Option<Box<Status>>,
 }
 
 impl ResponseBody {
-    fn direct(body: Body, deadline: Option<Sleep>, end: Option<End>) -> ResponseBody {
-        ResponseBody { kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end }) }
+    fn direct(body: Body, deadline: Option<Sleep>, end: Option<End>, scanner: Scanner) -> ResponseBody {
+        ResponseBody {
+            kind: BodyKind::Direct(DirectBody { body: Some(body), deadline, end, scanner, then: None }),
+        }
     }
 }
 
@@ -303,42 +452,65 @@ impl DirectBody {
         }
     }
 
+    /// Ends the call with `status` (invariant 2).
+    fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.finish();
+        Poll::Ready(Some(Ok(status_trailers(status))))
+    }
+
     pub(crate) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if let Some(status) = self.then.take() {
+            return Poll::Ready(Some(Ok(status_trailers(&status))));
+        }
         let Some(body) = self.body.as_mut() else { return Poll::Ready(None) };
+        // The request side failed in the handler's last poll (invariant 5).
+        if let Some(status) = self.end.as_ref().and_then(End::failure) {
+            return self.fail(&status);
+        }
         match catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *body).poll_frame(cx))) {
-            Ok(Poll::Ready(Some(Ok(frame)))) => {
-                if frame.is_trailers() {
+            Ok(Poll::Ready(Some(Ok(mut frame)))) => {
+                if let Some(data) = frame.data_mut() {
+                    if let Some(large) = self.scanner.scan(data) {
+                        let status = limit::too_large(Direction::Response, large.len, large.limit);
+                        if large.at == 0 {
+                            return self.fail(&status);
+                        }
+                        // Deliver the messages before it, then the status.
+                        data.truncate(large.at);
+                        self.finish();
+                        self.then = Some(Box::new(status));
+                    }
+                } else if let Some(trailers) = frame.trailers_mut() {
+                    limit::respec_headers(trailers);
                     self.finish();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Ok(Poll::Ready(Some(Err(status)))) => {
-                self.finish();
-                Poll::Ready(Some(Ok(status_trailers(&status))))
-            }
+            Ok(Poll::Ready(Some(Err(status)))) => self.fail(&limit::respec(status)),
             Ok(Poll::Ready(None)) => {
                 self.finish();
                 Poll::Ready(None)
             }
             Ok(Poll::Pending) => {
+                if let Some(status) = self.end.as_mut().and_then(|end| end.pending(cx)) {
+                    return self.fail(&status);
+                }
                 if let Some(sleep) = self.deadline.as_mut() {
                     if Pin::new(sleep).poll(cx).is_ready() {
-                        self.finish();
-                        return Poll::Ready(Some(Ok(status_trailers(&deadline_exceeded()))));
+                        return self.fail(&deadline_exceeded());
                     }
                 }
                 Poll::Pending
             }
             Err(payload) => {
                 let status = panicked(&*payload);
-                self.finish();
-                Poll::Ready(Some(Ok(status_trailers(&status))))
+                self.fail(&status)
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_none()
+        self.body.is_none() && self.then.is_none()
     }
 }
 

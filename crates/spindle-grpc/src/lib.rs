@@ -44,11 +44,16 @@
 //! See the crate README for the table: deadlines (`grpc-timeout`, enforced with spindle timers
 //! as `DEADLINE_EXCEEDED`), cancellation (dropping the call drops the handler; a request
 //! stream the handler still reads fails with `CANCELLED`), unknown services (`UNIMPLEMENTED`),
-//! panicking handlers (`INTERNAL`, and the channel keeps serving).
+//! panicking handlers (`INTERNAL`, and the channel keeps serving), message size limits
+//! ([`Channel::max_request_message_size`], [`Channel::max_response_message_size`], 4 MiB by
+//! default, and tonic's own codec limits, all reported as `RESOURCE_EXHAUSTED` as the gRPC spec
+//! says; the one exception, a generated client's own `max_decoding_message_size`, is in the
+//! README).
 
 #![warn(missing_docs)]
 
 mod call;
+mod limit;
 mod pipe;
 
 use std::collections::HashMap;
@@ -64,6 +69,7 @@ use tonic::Status;
 
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
+pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
 pub use pipe::BYTES as PIPE_BYTES;
@@ -166,11 +172,25 @@ impl Services {
     }
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Inner {
     services: Services,
     handle: Option<spindle::Handle>,
     live: Arc<AtomicUsize>,
+    max_request: usize,
+    max_response: usize,
+}
+
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
+            services: Services::default(),
+            handle: None,
+            live: Arc::default(),
+            max_request: DEFAULT_MAX_MESSAGE_SIZE,
+            max_response: DEFAULT_MAX_MESSAGE_SIZE,
+        }
+    }
 }
 
 /// An in-process gRPC channel: the transport of tonic-generated clients, serving the
@@ -191,7 +211,12 @@ impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut names = self.inner.services.names();
         names.sort_unstable();
-        f.debug_struct("Channel").field("services", &names).field("handle", &self.inner.handle).finish()
+        f.debug_struct("Channel")
+            .field("services", &names)
+            .field("handle", &self.inner.handle)
+            .field("max_request_message_size", &self.inner.max_request)
+            .field("max_response_message_size", &self.inner.max_response)
+            .finish()
     }
 }
 
@@ -206,6 +231,29 @@ impl Channel {
     /// tasks). Calls made from a worker always run on the caller's worker.
     pub fn with_handle(mut self, handle: spindle::Handle) -> Channel {
         Arc::make_mut(&mut self.inner).handle = Some(handle);
+        self
+    }
+
+    /// The largest request message this channel carries, in bytes: [`DEFAULT_MAX_MESSAGE_SIZE`]
+    /// (4 MiB, tonic's and grpc-go's default receive limit) unless set; `usize::MAX` for no
+    /// limit. A call whose client sends a larger message ends with `RESOURCE_EXHAUSTED`, and
+    /// its handler is dropped without seeing that message (the messages before it in the
+    /// stream it does see). The channel reads the 5-byte gRPC length prefix of each message;
+    /// tonic's server still applies its own `max_decoding_message_size` (also 4 MiB by
+    /// default) behind it, so raising this one alone does not let a larger request through.
+    pub fn max_request_message_size(mut self, limit: usize) -> Channel {
+        Arc::make_mut(&mut self.inner).max_request = limit;
+        self
+    }
+
+    /// The largest response message this channel carries, in bytes: [`DEFAULT_MAX_MESSAGE_SIZE`]
+    /// (4 MiB) unless set; `usize::MAX` for no limit. A larger one never reaches the client:
+    /// the call ends with `RESOURCE_EXHAUSTED` in its place (after the messages before it),
+    /// and the handler is dropped. tonic's client still applies its own
+    /// `max_decoding_message_size` (4 MiB by default) behind it, reported by tonic as
+    /// `OUT_OF_RANGE`; lower this limit rather than the client's to get `RESOURCE_EXHAUSTED`.
+    pub fn max_response_message_size(mut self, limit: usize) -> Channel {
+        Arc::make_mut(&mut self.inner).max_response = limit;
         self
     }
 
@@ -247,14 +295,21 @@ impl Channel {
         };
         let deadline = call::deadline_of(request.headers()).map(spindle::time::sleep_until_future);
         let state = Arc::new(CallState::default());
-        let request = request.map(|inner| Body::new(RequestBody { inner, state: state.clone() }));
+        let max_request = self.inner.max_request;
+        let request = request.map(|inner| Body::new(RequestBody::new(inner, state.clone(), max_request)));
+        let response_limit = self.inner.max_response;
         if spindle::Handle::on_worker() {
             // On a worker: run the handler right here (module docs).
             let live = LiveCall::new(&self.inner.live);
             let handler = service.call(request);
             let end = End::new(state, Some(live));
             return ResponseFuture {
-                kind: FutureKind::Direct(Direct { handler: Some(handler), deadline, end: Some(end) }),
+                kind: FutureKind::Direct(Direct {
+                    handler: Some(handler),
+                    deadline,
+                    end: Some(end),
+                    response_limit,
+                }),
             };
         }
         let Some(handle) = self.inner.handle.as_ref() else {
@@ -270,7 +325,8 @@ impl Channel {
         let spawned = handle.try_spawn_async(async move {
             // The handler is created on the worker, so that it runs there from its first poll.
             let handler = service.call(request);
-            let direct = Direct { handler: Some(handler), deadline, end: Some(End::new(state, None)) };
+            let end = Some(End::new(state, None));
+            let direct = Direct { handler: Some(handler), deadline, end, response_limit };
             pipe::Pump::new(pump_pipe, direct).await
         });
         match spawned {

@@ -4,7 +4,10 @@
 //!
 //! Where tonic over TCP departs from the gRPC spec, the case says so and asserts each side's
 //! behaviour: `timeout_on_sleeping_server` (tonic's server reports an expired `grpc-timeout`
-//! as `CANCELLED`; the spec and spindle-grpc say `DEADLINE_EXCEEDED`).
+//! as `CANCELLED`; the spec and spindle-grpc say `DEADLINE_EXCEEDED`). Message size limits,
+//! which are not interop cases, are in `tests/semantics.rs` with the same pattern: across the
+//! channel a message above a limit gives `RESOURCE_EXHAUSTED` (the spec's code), over tonic's
+//! TCP transport `OUT_OF_RANGE` (tonic 0.14's codec), and each side's code is asserted.
 
 mod common;
 

@@ -159,9 +159,21 @@ pub fn run_inproc_with<S: Svc<B>, B: RespBody, F, Fut>(
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    run_inproc_on(make, |channel| channel, case)
+}
+
+/// [`run_inproc_with`] on a channel set up by `configure` (its limits, say).
+pub fn run_inproc_on<S: Svc<B>, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    configure: impl FnOnce(spindle_grpc::Channel) -> spindle_grpc::Channel,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let (svc, counters) = make(spindle_sleep);
-    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
+    let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_service(svc);
     let env = Env {
         kind: Kind::Inproc,
         transport: channel.clone(),
@@ -191,9 +203,21 @@ pub fn run_outside_with<S: Svc<B>, B: RespBody, F, Fut>(
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_outside_on(make, |channel| channel, case)
+}
+
+/// [`run_outside_with`] on a channel set up by `configure`.
+pub fn run_outside_on<S: Svc<B>, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    configure: impl FnOnce(spindle_grpc::Channel) -> spindle_grpc::Channel,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let (svc, counters) = make(spindle_sleep);
-    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(svc);
+    let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_service(svc);
     let handle = rt.handle();
     let sleep = Arc::new(move |d: Duration| -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let task = handle.spawn_async(spindle::time::sleep_future(d));

@@ -2,8 +2,8 @@
 //! served by tonic and called by tonic's generated client over one of several transports.
 //!
 //! ```text
-//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc [--runtime current|multi]
-//!          [--quick] [--case NAME]
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt
+//!          [--runtime current|multi] [--workers N] [--quick] [--case NAME]
 //! ```
 //!
 //! * `tonic-direct`: `BenchClient::new(BenchServer::new(Echo))`. The client's `GrpcService`
@@ -14,7 +14,10 @@
 //! * `tonic-tcp`: a tonic `Server` on `127.0.0.1:0`, a `Channel` over loopback.
 //! * `spindle-grpc`: spindle-grpc's in-process `Channel` with `BenchServer<Echo>` registered,
 //!   the suite running as a task on a one-worker spindle runtime (the handler runs in the
-//!   caller's call on that worker).
+//!   caller's call on that worker); `--workers N` gives the runtime N workers.
+//! * `spindle-grpc-mt`: the same on a runtime with a worker per core (like Go's default
+//!   GOMAXPROCS); the concurrent callers, spawned as tasks, spread over the workers by work
+//!   stealing, and each call runs its handler on its caller's worker.
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
 //! client's transport ([`Transport`]) and over the async runtime that spawns the concurrent
@@ -253,8 +256,8 @@ fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
     BenchClient::new(spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)))
 }
 
-/// Runs `suite` as a task on a spindle runtime with one worker (the single-core comparable of
-/// tokio's current_thread runtime) and waits for it from this thread.
+/// Runs `suite` as a task on a spindle runtime (one worker for `spindle-grpc`, the single-core
+/// comparable of tokio's current_thread runtime) and waits for it from this thread.
 fn on_spindle(suite: impl Future<Output = Result<()>> + Send + 'static, rt: spindle::Runtime) -> Result<()> {
     let result = rt.handle().spawn_async(suite).join();
     drop(rt);
@@ -551,8 +554,8 @@ async fn run_suite<S: Spawn, T: Transport>(
 
 // ---------------------------------------------------------------------------------------
 
-const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc \
-                     [--runtime current|multi] [--quick] [--case NAME]";
+const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt \
+                     [--runtime current|multi] [--workers N] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[
     "unary_32",
@@ -574,6 +577,7 @@ fn main() {
     let mut runtime = String::from("current");
     let mut quick = false;
     let mut only = None;
+    let mut workers: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -581,6 +585,13 @@ fn main() {
             "--runtime" => runtime = args.next().unwrap_or_default(),
             "--quick" => quick = true,
             "--case" => only = args.next(),
+            "--workers" => match args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0) {
+                Some(n) => workers = Some(n),
+                None => {
+                    eprintln!("--workers takes a number of workers (at least 1)\n{USAGE}");
+                    std::process::exit(2);
+                }
+            },
             _ => {
                 eprintln!("unknown argument {arg:?}\n{USAGE}");
                 std::process::exit(2);
@@ -618,10 +629,17 @@ fn main() {
         eprintln!("unknown runtime {runtime:?}\n{USAGE}");
         std::process::exit(2);
     }
-    eprintln!(
-        "# rpc-peer: competitor={competitor} runtime={runtime} cores={}",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = match competitor.as_str() {
+        "spindle-grpc" => workers.unwrap_or(1),
+        "spindle-grpc-mt" => workers.unwrap_or(cores),
+        _ if workers.is_some() => {
+            eprintln!("--workers applies to spindle-grpc and spindle-grpc-mt only\n{USAGE}");
+            std::process::exit(2);
+        }
+        _ => 0,
+    };
+    eprintln!("# rpc-peer: competitor={competitor} runtime={runtime} workers={workers} cores={cores}");
 
     let out = Out { competitor: competitor.clone(), only };
     let result = match competitor.as_str() {
@@ -634,8 +652,8 @@ fn main() {
         "tonic-tcp" => {
             on_tokio(&runtime, async move { run_suite(Tokio, tonic_tcp().await?, cfg, &out).await })
         }
-        "spindle-grpc" => (|| {
-            let rt = spindle::Builder::new().worker_threads(1).build()?;
+        "spindle-grpc" | "spindle-grpc-mt" => (|| {
+            let rt = spindle::Builder::new().worker_threads(workers).build()?;
             let client = spindle_grpc(&rt);
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),
