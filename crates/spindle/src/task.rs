@@ -58,10 +58,12 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 //    compare-exchange (`IDLE → SCHEDULED` by a waker, `SCHEDULED → RUNNING` by a worker,
 //    `RUNNING → IDLE | NOTIFIED | DONE`); only the `RUNNING` holder touches the stage.
 // 2. **One queue entry.** Whoever moves a task `IDLE → SCHEDULED` queues it, exactly once: on
-//    the current worker's stealable queue (a `Send` task woken on a worker), the runtime's
-//    task injector (woken from elsewhere), or its home worker's local queue or inbox (a pinned
-//    task). Idle workers steal `SCHEDULED` tasks from other workers' stealable queues and from
-//    the injector; a `RUNNING` task is in no queue, so it is never stolen mid-poll.
+//    the current worker's stealable queue or LIFO slot (a `Send` task woken on a worker), the
+//    runtime's task injector (woken from elsewhere), or its home worker's local queue, LIFO
+//    slot or inbox (a pinned task). The LIFO slot holds one task, touched only by its worker,
+//    which polls it next (within a cap; `sched::worker`, invariant 9); it is not stealable.
+//    Idle workers steal `SCHEDULED` tasks from other workers' stealable queues and from the
+//    injector; a `RUNNING` task is in no queue, so it is never stolen mid-poll.
 // 3. **Exactly one canceller.** A task that returned `Pending` once is registered in the live
 //    list of the worker that polled it (a pinned task: of its home, at spawn). At shutdown each
 //    worker cancels its live list and its queues: it claims each task (`IDLE | SCHEDULED →
@@ -176,17 +178,29 @@ where
         })
     }
 
-    /// Queues the task, which the caller has just moved to SCHEDULED (ground rule 2).
+    /// Queues the task, which the caller has just moved to SCHEDULED (ground rule 2), at the
+    /// back of its queue: a spawn, an abort, or a task that woke itself during its poll (a
+    /// yield must not run again before the others).
     fn schedule(self: &Arc<Self>) {
+        self.place(false);
+    }
+
+    /// Queues the task that a waker has just moved `IDLE → SCHEDULED`: on a worker, into
+    /// its LIFO slot (module `sched::worker`, invariant 9), so that it runs next.
+    fn schedule_woken(self: &Arc<Self>) {
+        self.place(true);
+    }
+
+    fn place(self: &Arc<Self>, woken: bool) {
         let me: TaskRef = self.clone();
         let current = worker::current();
         match &self.home {
             Home::Any(rt) => match current {
-                Some(w) if Arc::ptr_eq(&w.rt, rt) => w.schedule_task_local(me),
+                Some(w) if Arc::ptr_eq(&w.rt, rt) => w.schedule_task_local(me, woken),
                 _ => rt.inject_task(me),
             },
             Home::Pinned(home) => match current {
-                Some(w) if Arc::ptr_eq(&w.shared, home) => w.schedule_pinned_local(me),
+                Some(w) if Arc::ptr_eq(&w.shared, home) => w.schedule_pinned_local(me, woken),
                 _ => home.schedule_task_remote(me),
             },
         }
@@ -201,7 +215,7 @@ where
                 _ => return, // already queued, already notified, or finished
             };
             match self.state.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) if state == IDLE => return self.schedule(),
+                Ok(_) if state == IDLE => return self.schedule_woken(),
                 Ok(_) => return,
                 Err(actual) => state = actual,
             }

@@ -27,13 +27,36 @@
 //!    to this worker, `pinned_tasks` plus the `task_inbox` for wake-ups from other threads.
 //!    A worker about to sleep with an empty run queue first takes injected tasks, then steals
 //!    from the other workers' queues. `live_tasks` lists the tasks this worker must cancel at
-//!    shutdown (it may hold finished ones; they are pruned as it grows).
+//!    shutdown (it may hold finished ones; they are pruned as it grows). A fourth place is the
+//!    task LIFO slot (invariant 9).
 //! 7. Shutdown is seen by the scheduler loop, and by fibers every `BUSY_POLL_INTERVAL`
 //!    switches (fibers that yield or ping-pong among themselves never return to the loop).
 //!    From then on (`stopping`) every switch goes to the scheduler context, so `cancel_all`
 //!    marks each fiber cancelled before it runs again: no fiber runs on uncancelled.
 //! 8. Fibers that reach a worker's inbox after the worker exited (pinned spawns from another
 //!    worker still cancelling) are cancelled by `Runtime::drop` once every worker has joined.
+//! 9. **LIFO slots.** The worker has one fiber slot (`lifo_fiber`) and one task slot
+//!    (`lifo_task`), touched only by its thread. A fiber that code running on this worker
+//!    unparks (a send, a join completing, a lock released) goes into the fiber slot; a task
+//!    that code running here wakes (`IDLE → SCHEDULED`, pinned or not) goes into the task
+//!    slot. The previous occupant goes to the back of its queue. Everything else keeps FIFO
+//!    order: spawns, yields (`yield_now`, a task waking itself during its poll), remote
+//!    wake-ups (inboxes, injector), and wake-ups the reactor dispatches (timers, epoll; the
+//!    `dispatching` flag), so that a batch of readiness runs in arrival order.
+//!    The next fiber to run is the fiber slot's, and the next task to poll the task slot's,
+//!    unless `LIFO_CAP` (3) runs in a row came from that slot: then its occupant goes to the
+//!    back of its queue and the queue's front runs. So a ping-pong pair gets at most 3
+//!    hand-offs before the rest of the queue runs, and `run_tasks` does not count slot polls
+//!    against its budget (each budget unit allows at most `LIFO_CAP + 1` polls).
+//!    Stealing: the fiber slot holds only started fibers (only a parked fiber is unparked),
+//!    which never move anyway (soundness rule 1). The task slot is not stealable. Its task
+//!    waits at most until the current task poll ends, or until the running fiber's next
+//!    switch (`switch_away` goes to the scheduler context whenever a task is queued, slot
+//!    included), the same wait as at the front of the deque; the worker never sleeps with a
+//!    full slot (`has_runnable`), and a displaced occupant goes to the stealable queue, which
+//!    wakes an idle worker as before. What a thief cannot take is the one task woken during a
+//!    poll that then runs long: tokio's known LIFO pitfall, bounded here by the watchdog's
+//!    warning about polls over `long_running_budget`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -61,6 +84,10 @@ const BUSY_POLL_INTERVAL: u32 = 64;
 
 /// A worker with local tasks takes one from the task injector every this many polls.
 const INJECTOR_CHECK_INTERVAL: u32 = 61;
+
+/// The most consecutive runs taken from a LIFO slot (invariant 9), as in tokio: then the
+/// slot's occupant goes to the back of its queue, so a ping-pong pair cannot starve the rest.
+const LIFO_CAP: u8 = 3;
 
 /// Wakes a fiber: the `Waker` of fibers, so that futures, timers and I/O wake them alike.
 struct FiberWake(FiberRef);
@@ -211,6 +238,17 @@ pub(crate) struct Worker {
     /// Shutdown was seen (invariant 7): every switch goes back to the scheduler context, which
     /// stops the loop and cancels what is left.
     stopping: Cell<bool>,
+    /// The fiber LIFO slot (invariant 9): the last fiber this worker's code unparked, to run
+    /// next; and how many runs in a row were taken from it.
+    lifo_fiber: Cell<Option<FiberRef>>,
+    lifo_fiber_runs: Cell<u8>,
+    /// The task LIFO slot (invariant 9), whether its task is pinned, and how many polls in a
+    /// row were taken from it.
+    lifo_task: Cell<Option<TaskRef>>,
+    lifo_task_pinned: Cell<bool>,
+    lifo_task_polls: Cell<u8>,
+    /// Set while the reactor dispatches wake-ups (timers, epoll): those keep FIFO order.
+    dispatching: Cell<bool>,
 }
 
 impl Worker {
@@ -241,6 +279,12 @@ impl Worker {
             fired: RefCell::new(Vec::new()),
             ticks: Cell::new(0),
             stopping: Cell::new(false),
+            lifo_fiber: Cell::new(None),
+            lifo_fiber_runs: Cell::new(0),
+            lifo_task: Cell::new(None),
+            lifo_task_pinned: Cell::new(false),
+            lifo_task_polls: Cell::new(0),
+            dispatching: Cell::new(false),
         }
     }
 
@@ -321,10 +365,12 @@ impl Worker {
         let slept_from = Instant::now();
         let ready = {
             let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
             let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
                 log::error!("epoll_wait failed: {e}");
                 0
             });
+            self.dispatching.set(false);
             driver.end_sleep();
             self.rt.leave_idle(&self.shared);
             ready
@@ -350,9 +396,11 @@ impl Worker {
             timers.advance(now, |w| buf.push(w));
             buf
         };
+        self.dispatching.set(true);
         for w in wakers.drain(..) {
             w.wake();
         }
+        self.dispatching.set(false);
         *self.fired.borrow_mut() = wakers;
     }
 
@@ -381,9 +429,11 @@ impl Worker {
         }
         if self.shared.driver.has_registrations() {
             let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
             if let Err(e) = self.shared.driver.poll(&mut events, Some(std::time::Duration::ZERO)) {
                 log::error!("epoll_wait failed: {e}");
             }
+            self.dispatching.set(false);
         }
     }
 
@@ -411,17 +461,21 @@ impl Worker {
         })
     }
 
-    /// Polls the queued tasks: at most as many as were queued on entry, so that tasks that
-    /// keep waking themselves cannot starve the fibers. Every `INJECTOR_CHECK_INTERVAL` polls
-    /// one injected task joins the local queue, so that injected tasks are not starved either.
+    /// Polls the queued tasks: at most as many from the queues as were queued on entry, so
+    /// that tasks that keep waking themselves cannot starve the fibers, plus the LIFO slot's
+    /// (at most `LIFO_CAP` in a row, invariant 9). Every `INJECTOR_CHECK_INTERVAL` polls one
+    /// injected task joins the local queue, so that injected tasks are not starved either.
     fn run_tasks(&self) {
-        let n = self.pinned_tasks.borrow().len() + self.tasks.len();
-        if n == 0 {
+        let mut budget =
+            self.pinned_tasks.borrow().len() + self.tasks.len() + usize::from(self.has_lifo_task());
+        if budget == 0 {
             return;
         }
-        for _ in 0..n {
-            let pinned = self.pinned_tasks.borrow_mut().pop_front();
-            let Some(task) = pinned.or_else(|| self.tasks.pop()) else { break };
+        while budget > 0 {
+            let Some((task, from_slot)) = self.next_task() else { break };
+            if !from_slot {
+                budget -= 1;
+            }
             bump(&self.shared.stats.tasks_polled, 1);
             bump(&self.shared.stats.progress, 1);
             task.clone().run();
@@ -457,21 +511,78 @@ impl Worker {
         }
     }
 
-    /// Queues a `Send` task that is runnable, on this worker's stealable queue.
-    pub(crate) fn schedule_task_local(&self, task: TaskRef) {
+    /// Queues a `Send` task that is runnable: into the LIFO slot when `woken` by this
+    /// worker's own code (invariant 9), else at the back of the stealable queue.
+    pub(crate) fn schedule_task_local(&self, task: TaskRef, woken: bool) {
+        if woken && !self.dispatching.get() {
+            self.put_lifo_task(task, false);
+        } else {
+            self.push_task(task);
+        }
+    }
+
+    /// Queues a task pinned to this worker, like [`schedule_task_local`](Self::schedule_task_local).
+    pub(crate) fn schedule_pinned_local(&self, task: TaskRef, woken: bool) {
+        if woken && !self.dispatching.get() {
+            self.put_lifo_task(task, true);
+        } else {
+            self.pinned_tasks.borrow_mut().push_back(task);
+        }
+    }
+
+    /// Back of the stealable queue; wakes an idle worker when a few tasks wait.
+    fn push_task(&self, task: TaskRef) {
         self.tasks.push(task);
         if self.tasks.len() > 2 && self.rt.has_idle_workers() {
             self.rt.wake_one_idle();
         }
     }
 
-    /// Queues a task pinned to this worker.
-    pub(crate) fn schedule_pinned_local(&self, task: TaskRef) {
-        self.pinned_tasks.borrow_mut().push_back(task);
+    /// Puts a task into the LIFO slot; the previous occupant goes to the back of its queue.
+    #[inline]
+    fn put_lifo_task(&self, task: TaskRef, pinned: bool) {
+        let prev_pinned = self.lifo_task_pinned.replace(pinned);
+        if let Some(prev) = self.lifo_task.replace(Some(task)) {
+            self.queue_task_back(prev, prev_pinned);
+        }
+    }
+
+    fn queue_task_back(&self, task: TaskRef, pinned: bool) {
+        if pinned {
+            self.pinned_tasks.borrow_mut().push_back(task);
+        } else {
+            self.push_task(task);
+        }
+    }
+
+    /// The next task to poll, and whether it came from the LIFO slot: the slot's task unless
+    /// `LIFO_CAP` polls in a row came from there (then it goes to the back of its queue), else
+    /// the pinned queue's, else the stealable queue's.
+    fn next_task(&self) -> Option<(TaskRef, bool)> {
+        if let Some(task) = self.lifo_task.take() {
+            let polls = self.lifo_task_polls.get();
+            if polls < LIFO_CAP {
+                self.lifo_task_polls.set(polls + 1);
+                return Some((task, true));
+            }
+            self.queue_task_back(task, self.lifo_task_pinned.get());
+        }
+        self.lifo_task_polls.set(0);
+        let pinned = self.pinned_tasks.borrow_mut().pop_front();
+        pinned.or_else(|| self.tasks.pop()).map(|t| (t, false))
+    }
+
+    /// Whether the task LIFO slot is full (on the switch path: a read, no store).
+    #[inline]
+    fn has_lifo_task(&self) -> bool {
+        // SAFETY: the slot is touched only by this thread (invariant 1) and no reference into
+        // it is alive (`Cell` hands out none): reading its discriminant in place is a plain
+        // read of an initialised value.
+        unsafe { (*self.lifo_task.as_ptr()).is_some() }
     }
 
     fn has_queued_tasks(&self) -> bool {
-        !self.tasks.is_empty() || !self.pinned_tasks.borrow().is_empty()
+        !self.tasks.is_empty() || !self.pinned_tasks.borrow().is_empty() || self.has_lifo_task()
     }
 
     /// An idle worker looks for tasks: the task injector first, then the other workers'
@@ -572,6 +683,19 @@ impl Worker {
         self.run_queue.borrow_mut().push_back(fiber);
     }
 
+    /// Queues a fiber that this worker's code has just unparked: into the LIFO slot (the
+    /// previous occupant goes to the back of the run queue), unless the reactor is
+    /// dispatching (invariant 9).
+    #[inline]
+    fn schedule_woken(&self, fiber: FiberRef) {
+        if self.dispatching.get() {
+            return self.schedule_local(fiber);
+        }
+        if let Some(prev) = self.lifo_fiber.replace(Some(fiber)) {
+            self.run_queue.borrow_mut().push_back(prev);
+        }
+    }
+
     /// The running fiber, if a fiber is running.
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
         let fiber = self.current.take();
@@ -605,13 +729,37 @@ impl Worker {
         cell.stage.run(&cell.header);
     }
 
-    /// Takes the next runnable fiber, draining the inbox first if it has something.
+    /// Takes the next runnable fiber, draining the inbox first if it has something: the LIFO
+    /// slot's unless `LIFO_CAP` runs in a row came from there, else the run queue's front.
     #[inline]
     fn pop_runnable(&self) -> Option<FiberRef> {
         if self.shared.driver.has_remote_work() {
             self.drain_inbox();
         }
+        if self.has_lifo_fiber() {
+            if let Some(fiber) = self.pop_lifo_fiber() {
+                return Some(fiber);
+            }
+        } else if self.lifo_fiber_runs.get() != 0 {
+            self.lifo_fiber_runs.set(0);
+        }
         self.run_queue.borrow_mut().pop_front()
+    }
+
+    /// The fiber LIFO slot's occupant, unless `LIFO_CAP` runs in a row came from the slot:
+    /// then it goes to the back of the run queue instead (`None`). Out of line, so that
+    /// `pop_runnable` stays small enough to inline into the switch paths.
+    #[inline(never)]
+    fn pop_lifo_fiber(&self) -> Option<FiberRef> {
+        let fiber = self.lifo_fiber.take()?;
+        let runs = self.lifo_fiber_runs.get();
+        if runs < LIFO_CAP {
+            self.lifo_fiber_runs.set(runs + 1);
+            return Some(fiber);
+        }
+        self.lifo_fiber_runs.set(0);
+        self.run_queue.borrow_mut().push_back(fiber);
+        None
     }
 
     #[cold]
@@ -627,7 +775,17 @@ impl Worker {
     }
 
     fn has_runnable(&self) -> bool {
-        !self.run_queue.borrow().is_empty() || self.has_queued_tasks() || self.shared.driver.has_remote_work()
+        !self.run_queue.borrow().is_empty()
+            || self.has_lifo_fiber()
+            || self.has_queued_tasks()
+            || self.shared.driver.has_remote_work()
+    }
+
+    /// Whether the fiber LIFO slot is full (on the switch path: a read, no store).
+    #[inline]
+    fn has_lifo_fiber(&self) -> bool {
+        // SAFETY: as in `has_lifo_task`: owner-only slot, no reference into it alive.
+        unsafe { (*self.lifo_fiber.as_ptr()).is_some() }
     }
 
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
@@ -761,7 +919,8 @@ impl Worker {
 
     /// Yields the running fiber: it goes to the back of the run queue.
     pub(crate) fn yield_fiber(&self) {
-        let Some(next) = self.pop_runnable() else {
+        let next = self.pop_runnable();
+        if next.is_none() && !self.has_queued_tasks() {
             // Nothing else is runnable: keep running, but still look at the reactor now and
             // then, or a fiber spinning on yield_now would starve timers and I/O.
             self.tick();
@@ -774,12 +933,14 @@ impl Worker {
                 self.switch_away(save, header, None);
             }
             return check_cancel(self);
-        };
+        }
+        // Another fiber, or queued tasks (`switch_away` then goes to the scheduler context
+        // to poll them: a fiber spinning on yield_now must not starve the tasks either).
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
         self.schedule_local(me);
-        self.switch_away(save, header, Some(next));
+        self.switch_away(save, header, next);
         check_cancel(self);
     }
 
@@ -821,7 +982,8 @@ impl Worker {
         self.drain_inbox();
         let mut any = false;
         loop {
-            let pinned = self.pinned_tasks.borrow_mut().pop_front();
+            let slot = self.lifo_task.take();
+            let pinned = slot.or_else(|| self.pinned_tasks.borrow_mut().pop_front());
             let Some(task) = pinned.or_else(|| self.tasks.pop()).or_else(|| self.rt.steal_injected_task())
             else {
                 break;
@@ -890,7 +1052,7 @@ pub(crate) fn unpark(fiber: &FiberRef) {
     let owner = fiber.header.owner().expect("a parked fiber has an owner");
     match current() {
         Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
-            worker.schedule_local(fiber.clone())
+            worker.schedule_woken(fiber.clone())
         }
         _ => owner.schedule_remote(fiber.clone()),
     }
