@@ -47,12 +47,14 @@ pub enum Better {
 }
 
 /// The names of spindle's own competitors; only their failures fail the tournament.
-pub const SPINDLE_COMPETITORS: [&str; 2] = ["spindle", "spindle-grpc"];
+pub const SPINDLE_COMPETITORS: [&str; 4] = ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt"];
 
 /// Every competitor name the schema knows, for validation hints.
-pub const KNOWN_COMPETITORS: [&str; 23] = [
+pub const KNOWN_COMPETITORS: [&str; 25] = [
     "spindle",
     "spindle-grpc",
+    "spindle-mt",
+    "spindle-grpc-mt",
     "rust-thread",
     "tokio",
     "tokio-hyper",
@@ -163,6 +165,7 @@ impl Suite {
             ],
             Suite::Tcp => &[
                 "spindle",
+                "spindle-mt",
                 "c-syscalls",
                 "go-goroutine",
                 "python-asyncio",
@@ -172,9 +175,15 @@ impl Suite {
                 "tokio",
             ],
             Suite::Http => &["spindle", "crystal", "crystal-mt", "go-nethttp", "node", "tokio-hyper"],
-            Suite::Rpc => {
-                &["spindle-grpc", "grpchan", "grpc-go-tcp", "tonic-direct", "tonic-duplex", "tonic-tcp"]
-            }
+            Suite::Rpc => &[
+                "spindle-grpc",
+                "spindle-grpc-mt",
+                "grpchan",
+                "grpc-go-tcp",
+                "tonic-direct",
+                "tonic-duplex",
+                "tonic-tcp",
+            ],
         }
     }
 

@@ -45,7 +45,10 @@ pub fn render(view: &View) -> String {
             .unwrap_or_else(|| crate::driver::SPINDLE_MISSING.into());
         return format!("**{ours}** has no results in the {} suite yet: {why}.\n", view.suite);
     }
-    let peers: Vec<&str> = everyone.into_iter().filter(|c| *c != ours).collect();
+    // spindle's other configurations (spindle-mt, spindle-grpc-mt) are not peers: their rows
+    // are in the suite's table, the ratios are those of `ours`.
+    let peers: Vec<&str> =
+        everyone.into_iter().filter(|c| *c != ours && !crate::suites::is_spindle(c)).collect();
     if peers.is_empty() {
         return format!(
             "No peer has results in the {} suite yet, so there is nothing to compare {ours} with.\n",

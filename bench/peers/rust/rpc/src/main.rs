@@ -253,7 +253,9 @@ impl Spawn for Spindle {
 /// spindle-grpc: the generated client on spindle-grpc's in-process Channel, serving the same
 /// [`Echo`]. Calls made from the runtime's worker run their handler there.
 fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
-    BenchClient::new(spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)))
+    BenchClient::new(
+        spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)),
+    )
 }
 
 /// Runs `suite` as a task on a spindle runtime (one worker for `spindle-grpc`, the single-core
@@ -554,7 +556,8 @@ async fn run_suite<S: Spawn, T: Transport>(
 
 // ---------------------------------------------------------------------------------------
 
-const USAGE: &str = "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt \
+const USAGE: &str =
+    "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt \
                      [--runtime current|multi] [--workers N] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[

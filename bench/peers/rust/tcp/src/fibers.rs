@@ -1,5 +1,6 @@
 //! `spindle`: spindle::net on one spindle runtime (one worker thread, default 256 KiB stacks
-//! committed lazily), one fiber per unit. Same structure as the tokio competitor: the whole
+//! committed lazily), one fiber per unit. `spindle-mt` (`--workers 0`): the same on spindle's
+//! default runtime, one worker per CPU. Same structure as the tokio competitor: the whole
 //! body runs as a fiber (`Runtime::block_on`), 100 spawned fibers for bind_concurrent, an
 //! accept fiber, an echo fiber, one fiber per idle connection parked in `read`.
 
@@ -118,7 +119,12 @@ fn body(o: &Opts) {
     run_blocking(o, &BlockingCases { bind_loop, bind_concurrent, accept_connect, pingpong, idle_conns });
 }
 
-pub fn run(o: &'static Opts) {
-    let rt = spindle::Builder::new().worker_threads(1).build().expect("runtime");
+/// `workers`: worker threads (0: spindle's default, one per CPU).
+pub fn run(o: &'static Opts, workers: usize) {
+    let mut builder = spindle::Builder::new();
+    if workers > 0 {
+        builder.worker_threads(workers);
+    }
+    let rt = builder.build().expect("runtime");
     rt.block_on(move || body(o));
 }

@@ -410,6 +410,7 @@ mod tasks {
 fn main() {
     let mut mode = String::from("thread");
     let mut flavor = String::from("current");
+    let mut workers = 1usize;
     let mut quick = false;
     let mut only = None;
     let mut args = std::env::args().skip(1);
@@ -417,11 +418,14 @@ fn main() {
         match a.as_str() {
             "--mode" => mode = args.next().expect("--mode VALUE"),
             "--flavor" => flavor = args.next().expect("--flavor VALUE"),
+            "--workers" => {
+                workers = args.next().and_then(|w| w.parse().ok()).expect("--workers N (0: one per CPU)")
+            }
             "--quick" => quick = true,
             "--case" => only = Some(args.next().expect("--case NAME")),
             _ => {
                 eprintln!(
-                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--quick] [--case NAME]"
+                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N] [--quick] [--case NAME]"
                 );
                 std::process::exit(2);
             }
@@ -439,13 +443,14 @@ fn main() {
     let competitor = match mode.as_str() {
         "thread" => "rust-thread",
         "tokio" => "tokio",
-        "spindle" => "spindle",
+        "spindle" if workers == 1 => "spindle",
+        "spindle" => "spindle-mt",
         m => panic!("unknown mode {m}"),
     };
     let opts: &'static Opts = Box::leak(Box::new(Opts { competitor, only, counts, fd_limit }));
     match mode.as_str() {
         "thread" => threads::run(opts),
-        "spindle" => fibers::run(opts),
+        "spindle" => fibers::run(opts, workers),
         _ => tasks::run(opts, flavor == "multi"),
     }
 }
