@@ -5,7 +5,7 @@
 //! and the suite's lines are appended to `results.jsonl` at once, so an interrupted tournament
 //! keeps the suites it finished. `REPORT.md` and the charts are written at the end.
 //!
-//! The exit code is 1 only when one of spindle's own competitors (`spindle`, `spindle-grpc`)
+//! The exit code is 1 only when one of spindle's own competitors (`suites::SPINDLE_COMPETITORS`)
 //! has a manifest in a suite and failed there: setup/build error, crash, timeout, no or
 //! malformed output. Peers' failures and missing tools never fail the tournament.
 
