@@ -72,21 +72,6 @@ impl Future for Recv<'_> {
     }
 }
 
-/// Returns `Pending` once after waking itself: the task goes back to its queue.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
 fn runtime(workers: usize) -> spindle::Runtime {
     spindle::Builder::new().worker_threads(workers).long_running_budget(None).build().unwrap()
 }
@@ -100,7 +85,7 @@ fn task_pingpong(iters: u64, pairs: usize, load: usize) -> Duration {
             let stop = stop.clone();
             spindle::task::spawn_async(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    YieldNow(false).await;
+                    spindle::task::yield_now().await;
                 }
             })
         })

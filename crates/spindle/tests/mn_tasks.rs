@@ -4,14 +4,14 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use spindle::fiber::Cancelled;
+use spindle::task::yield_now;
 use spindle::{Builder, Runtime};
 
 fn runtime(workers: usize) -> Runtime {
@@ -23,25 +23,6 @@ fn spin(d: Duration) {
     while t.elapsed() < d {
         std::hint::spin_loop();
     }
-}
-
-/// Returns `Pending` once after waking itself: the task goes back to a run queue.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-fn yield_now() -> YieldNow {
-    YieldNow(false)
 }
 
 type Threads = Arc<Mutex<HashSet<ThreadId>>>;

@@ -14,6 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+use spindle::task::yield_now;
 use spindle::{Builder, Runtime};
 
 fn runtime(workers: usize) -> Runtime {
@@ -66,25 +67,6 @@ impl Future for Recv<'_> {
             }
         }
     }
-}
-
-/// Returns `Pending` once after waking itself: the task goes back to a run queue.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-fn yield_now() -> YieldNow {
-    YieldNow(false)
 }
 
 type Log = Arc<Mutex<Vec<String>>>;

@@ -170,3 +170,25 @@ fn join_handle_is_a_future_with_a_timeout() {
         assert_eq!(spindle::task::block_on(fut).unwrap(), "ok");
     });
 }
+
+#[test]
+fn yield_now_lets_the_other_queued_tasks_run_first() {
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+    let order = rt.block_on(|| {
+        let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (a, b) = (log.clone(), log.clone());
+        let first = spindle::task::spawn_local(async move {
+            a.borrow_mut().push("a1");
+            spindle::task::yield_now().await;
+            a.borrow_mut().push("a2");
+        });
+        let second = spindle::task::spawn_local(async move {
+            b.borrow_mut().push("b1");
+        });
+        first.join().unwrap();
+        second.join().unwrap();
+        let order = log.borrow().clone();
+        order
+    });
+    assert_eq!(order, ["a1", "b1", "a2"]);
+}

@@ -288,10 +288,12 @@ impl Builder {
 
     /// glibc only: the free memory each allocator arena keeps at its top instead of giving
     /// it back to the kernel (`mallopt(M_TOP_PAD)`), set once per process by the first
-    /// runtime built. Default 1 MiB: glibc's per-thread arenas, which worker threads use,
+    /// runtime built. Default 8 MiB: glibc's per-thread arenas, which worker threads use,
     /// otherwise return memory on every free that leaves more than 128 KiB on top, so code
-    /// that allocates and frees a few hundred KiB per request pays a `madvise` and a page
-    /// fault per page on every request (module `sys::malloc`). `None` leaves glibc's setting
+    /// that allocates and frees a few hundred KiB or a few MiB per request pays a `madvise`
+    /// and a page fault per page on every request (module `sys::malloc`). An arena keeps that
+    /// much only once it has grown that far (glibc's own dynamic trim threshold lets the main
+    /// thread's arena keep up to 64 MiB). `None` leaves glibc's setting
     /// alone; a `MALLOC_TOP_PAD_` environment variable always wins. Other C libraries: no-op.
     pub fn malloc_top_pad(&mut self, bytes: Option<usize>) -> &mut Builder {
         self.malloc_top_pad = bytes;

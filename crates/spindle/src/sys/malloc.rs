@@ -11,7 +11,7 @@
 
 /// The top pad spindle sets unless told otherwise (per arena, kept only once an arena has
 /// grown that far).
-pub(crate) const DEFAULT_TOP_PAD: usize = 1 << 20;
+pub(crate) const DEFAULT_TOP_PAD: usize = 8 << 20;
 
 /// Sets glibc's `M_TOP_PAD` to `bytes`, once per process, unless `MALLOC_TOP_PAD_` is set
 /// in the environment (then the user's value stands). A no-op on other C libraries.
