@@ -2,8 +2,8 @@
 //! the partner that waits for it.
 //!
 //! - `task/...`: P pairs of `Send` async tasks (`spawn_async`); each pair exchanges M messages
-//!   back and forth through two one-value mailboxes (a value slot and a waker, defined below:
-//!   spindle's channels are blocking-style, so the async side brings its own). One iteration is
+//!   back and forth through two one-value mailboxes (a value slot and a waker, in
+//!   `tests/support/mailbox.rs`, shared with the tests). One iteration is
 //!   one round trip (ping and pong) of one pair.
 //! - `fiber/...`: the same with fibers and spindle's blocking channel (`sync::channel(1)` per
 //!   direction): `send` unparks the partner, `recv` parks until the answer comes.
@@ -14,11 +14,8 @@
 //! Run with `cargo bench -p spindle --bench pingpong`. Timings come from criterion's
 //! statistics; nothing here asserts on them.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -26,51 +23,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 /// Background yielders per runtime in the `load16` variants.
 const LOAD: usize = 16;
 
-/// A one-value async mailbox: `send` stores the value and wakes the receiver.
-#[derive(Clone, Default)]
-struct Mailbox(Arc<Mutex<Slot>>);
-
-#[derive(Default)]
-struct Slot {
-    value: Option<u64>,
-    waker: Option<Waker>,
-}
-
-impl Mailbox {
-    fn send(&self, v: u64) {
-        let waker = {
-            let mut slot = self.0.lock().unwrap();
-            debug_assert!(slot.value.is_none(), "one message in flight per direction");
-            slot.value = Some(v);
-            slot.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    fn recv(&self) -> Recv<'_> {
-        Recv(self)
-    }
-}
-
-struct Recv<'a>(&'a Mailbox);
-
-impl Future for Recv<'_> {
-    type Output = u64;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
-        let mut slot = self.0 .0.lock().unwrap();
-        match slot.value.take() {
-            Some(v) => Poll::Ready(v),
-            None => {
-                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    slot.waker = Some(cx.waker().clone());
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
+#[path = "../tests/support/mailbox.rs"]
+mod mailbox;
+use mailbox::Mailbox;
 
 fn runtime(workers: usize) -> spindle::Runtime {
     spindle::Builder::new().worker_threads(workers).long_running_budget(None).build().unwrap()

@@ -6,11 +6,8 @@
 //! Nothing here asserts on timings: a starvation or a lost wake-up shows as a hang.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -21,53 +18,9 @@ fn runtime(workers: usize) -> Runtime {
     Builder::new().worker_threads(workers).build().unwrap()
 }
 
-/// A one-value async mailbox: `send` stores the value and wakes the receiver.
-#[derive(Clone, Default)]
-struct Mailbox(Arc<Mutex<Slot>>);
-
-#[derive(Default)]
-struct Slot {
-    value: Option<u64>,
-    waker: Option<Waker>,
-}
-
-impl Mailbox {
-    fn send(&self, v: u64) {
-        let waker = {
-            let mut slot = self.0.lock().unwrap();
-            slot.value = Some(v);
-            slot.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    /// Whether a receiver is waiting (has left its waker).
-    fn has_waiter(&self) -> bool {
-        self.0.lock().unwrap().waker.is_some()
-    }
-
-    fn recv(&self) -> Recv<'_> {
-        Recv(self)
-    }
-}
-
-struct Recv<'a>(&'a Mailbox);
-
-impl Future for Recv<'_> {
-    type Output = u64;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
-        let mut slot = self.0 .0.lock().unwrap();
-        match slot.value.take() {
-            Some(v) => Poll::Ready(v),
-            None => {
-                slot.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-}
+#[path = "support/mailbox.rs"]
+mod mailbox;
+use mailbox::Mailbox;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
