@@ -212,7 +212,7 @@ impl Builder {
     fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
         let config = self.config;
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(SpindleTimer)
+        http.timer(spindle::hyper_rt::Timer)
             .keep_alive(config.keep_alive)
             .pipeline_flush(config.pipeline_flush)
             .max_buf_size(config.max_buf_size)

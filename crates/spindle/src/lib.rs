@@ -28,6 +28,8 @@
 
 pub mod blocking;
 pub mod fiber;
+#[cfg(feature = "hyper")]
+pub mod hyper_rt;
 mod loom;
 pub mod net;
 pub(crate) mod reactor;
