@@ -98,7 +98,9 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for a stack size out of range.
+    /// `InvalidInput` for a stack size out of range; the system's error (`ENOMEM`: out of
+    /// memory or of mappings) when no stack can be mapped. The stack is taken at spawn, so a
+    /// fiber that spawned will start.
     ///
     /// # Panics
     ///
@@ -113,6 +115,7 @@ impl Builder {
         );
         let target = self.worker;
         let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some())?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         match target {
             Some(i) => worker.rt.submit_to(i, fiber),
             None => worker.place_new(fiber),
@@ -126,7 +129,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for a stack size out of range.
+    /// As [`Builder::spawn`].
     ///
     /// # Panics
     ///
@@ -139,6 +142,7 @@ impl Builder {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
         let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -198,13 +202,15 @@ impl Builder {
 ///
 /// # Panics
 ///
-/// Outside a fiber of a spindle runtime; use [`Runtime::spawn`] there.
+/// Outside a fiber of a spindle runtime (use [`Runtime::spawn`] there), and when no stack can
+/// be mapped (out of memory or of mappings), as `std::thread::spawn` panics when it cannot
+/// start a thread; [`Builder::spawn`] returns that error instead.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    Builder::new().spawn(f).expect("the default stack size is valid")
+    Builder::new().spawn(f).unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
 }
 
 /// Spawns a fiber that stays on the current worker (see [`Builder::spawn_local`]): `f` need
@@ -223,13 +229,14 @@ where
 ///
 /// # Panics
 ///
-/// Outside a fiber or task of a spindle runtime.
+/// Outside a fiber or task of a spindle runtime, and when no stack can be mapped (see
+/// [`spawn`]).
 pub fn spawn_local<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + 'static,
     T: Send + 'static,
 {
-    Builder::new().spawn_local(f).expect("the default stack size is valid")
+    Builder::new().spawn_local(f).unwrap_or_else(|e| panic!("spindle::fiber::spawn_local failed: {e}"))
 }
 
 /// The closure of a `spawn_local` fiber, which need not be `Send`.
