@@ -31,6 +31,7 @@ pub use cell::Cancelled;
 use cell::{FiberCell, FiberRef, Output, StageImpl};
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
 
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::{worker, Runtime, DEFAULT_STACK_SIZE};
 use crate::sync::waiter::Waiter;
 
@@ -290,7 +291,15 @@ impl<T> JoinHandle<T> {
     /// Waits for the fiber to finish and returns its result, or the payload of its panic
     /// (a [`Cancelled`] payload if its runtime shut down first). In a fiber this parks the
     /// fiber; on any other thread it blocks the thread.
+    ///
+    /// # Panics
+    ///
+    /// In an async task on a spindle worker, even when the fiber has finished (so that the
+    /// misuse shows the first time, not only when the join would wait): `.await` a task's
+    /// handle there, or join from a fiber.
+    #[track_caller]
     pub fn join(self) -> thread::Result<T> {
+        blocking_caller("join");
         let header = &self.cell.header;
         if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
@@ -317,8 +326,8 @@ impl<T> JoinHandle<T> {
         if header.is_complete() {
             return true;
         }
-        match worker::current().filter(|w| w.current_fiber().is_some()) {
-            Some(w) => {
+        match blocking_caller("join (with timeout)") {
+            Caller::Fiber(w) => {
                 let waker = w.current_waker();
                 // The join slot takes one waiter for good; our fiber is it from now on.
                 if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
@@ -331,7 +340,7 @@ impl<T> JoinHandle<T> {
                 }
                 w.cancel_timer(timer);
             }
-            None => {
+            Caller::Thread => {
                 if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
                     return true;
                 }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use crate::reactor::io::{Direction, ScheduledIo};
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker::{self, WorkerShared};
 
 struct Registration {
@@ -216,8 +217,14 @@ impl IoSource {
     /// Waits until an event of `dir` newer than `seen` (or, when the socket was not registered
     /// before the attempt, any readiness) or the deadline.
     fn wait(&self, dir: Direction, seen: Option<u32>, deadline: Option<Instant>) -> io::Result<()> {
-        let in_fiber = worker::current().filter(|w| w.current_fiber().is_some());
-        let Some(worker) = in_fiber else { return self.wait_thread(dir, deadline) };
+        let call: &'static str = match dir {
+            Direction::Read => "socket read",
+            Direction::Write => "socket write",
+        };
+        let worker = match blocking_caller(call) {
+            Caller::Fiber(worker) => worker,
+            Caller::Thread => return self.wait_thread(dir, deadline),
+        };
         let Some(reg) = self.registration()? else { return self.wait_thread(dir, deadline) };
         // A fresh registration reports the current readiness as its first event (tick 1).
         let seen = seen.unwrap_or(0);
@@ -243,10 +250,7 @@ impl IoSource {
         }
         let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
         loop {
-            crate::sync::waiter::park_on(match dir {
-                Direction::Read => "socket read",
-                Direction::Write => "socket write",
-            });
+            crate::sync::waiter::park_on(call);
             if reg.io.tick(dir) != seen {
                 return Ok(());
             }

@@ -18,6 +18,7 @@
 //! suspension point (an endless computation) keeps the drop from returning, as a thread that
 //! never ends keeps `join` from returning.
 
+pub(crate) mod caller;
 pub(crate) mod handle;
 pub(crate) mod idle;
 pub(crate) mod metrics;

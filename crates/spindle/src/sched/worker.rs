@@ -698,6 +698,14 @@ impl Worker {
     }
 
     /// The running fiber, if a fiber is running.
+    /// Whether a fiber is running on this worker (the caller is that fiber), without cloning it.
+    #[inline]
+    pub(crate) fn in_fiber(&self) -> bool {
+        // SAFETY: `current` is owner-only (we are on the worker's thread) and no reference
+        // into the cell is alive; we only read whether it holds a fiber.
+        unsafe { (*self.current.as_ptr()).is_some() }
+    }
+
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
         let fiber = self.current.take();
         let copy = fiber.clone();
