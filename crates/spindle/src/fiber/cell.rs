@@ -250,6 +250,7 @@ where
             unreachable!("fiber stage run twice");
         };
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        super::cancel::end();
         // SAFETY: as above; `state` is not used past this point, so re-borrow.
         unsafe { *self.state.get() = State::Done(result) };
         header.complete();

@@ -14,6 +14,7 @@
 //!   unwinds across a context switch.
 
 pub(crate) mod arch;
+pub(crate) mod cancel;
 pub(crate) mod cell;
 pub(crate) mod overflow;
 pub(crate) mod stack;

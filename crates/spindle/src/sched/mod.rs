@@ -312,6 +312,7 @@ impl Builder {
             stack_keep_warm: self.stack_keep_warm,
         };
         fiber::overflow::install_handler();
+        fiber::cancel::install_hook();
         if let Some(pad) = self.malloc_top_pad {
             crate::sys::malloc::set_top_pad(pad);
         }

@@ -1061,9 +1061,14 @@ impl Worker {
 
 /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
 fn check_cancel(worker: &Worker) {
-    let cancelled = worker.with_current(|f| f.is_some_and(|f| f.header.is_cancelled()));
-    if cancelled && !std::thread::panicking() {
-        std::panic::resume_unwind(Box::new(Cancelled));
+    let cancelled = worker.with_current(|f| {
+        f.filter(|f| f.header.is_cancelled()).map(|f| (f.header.id, f.header.display_name().to_owned()))
+    });
+    if let Some((id, name)) = cancelled {
+        if !std::thread::panicking() {
+            crate::fiber::cancel::begin(id, &name);
+            std::panic::resume_unwind(Box::new(Cancelled));
+        }
     }
 }
 
