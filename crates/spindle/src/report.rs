@@ -21,8 +21,8 @@ pub(crate) fn warn(message: fmt::Arguments<'_>) {
 fn emit(level: log::Level, message: fmt::Arguments<'_>) {
     if log::max_level() == log::LevelFilter::Off {
         // One formatted line per call (stderr is locked for it), so lines of several threads
-        // do not interleave; `eprint!` also lets the test harness capture it.
-        eprint!("[spindle {level}] {message}\n");
+        // do not interleave; `eprintln!` also lets the test harness capture it.
+        eprintln!("[spindle {level}] {message}");
     } else {
         log::log!(target: "spindle", level, "{message}");
     }
