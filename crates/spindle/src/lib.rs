@@ -34,6 +34,8 @@ mod loom;
 pub mod net;
 pub(crate) mod reactor;
 mod sched;
+pub mod shutdown;
+pub mod signal;
 pub mod sync;
 pub(crate) mod sys;
 pub mod task;
