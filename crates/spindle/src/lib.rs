@@ -27,6 +27,8 @@
 #![warn(missing_debug_implementations)]
 
 pub mod blocking;
+#[cfg(feature = "tokio-compat")]
+pub mod compat;
 pub mod fiber;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
