@@ -35,6 +35,7 @@ pub mod hyper_rt;
 mod loom;
 pub mod net;
 pub(crate) mod reactor;
+mod report;
 mod sched;
 pub mod shutdown;
 pub mod signal;
