@@ -94,6 +94,7 @@ impl TokioBridge {
 
     /// Runs `future` on the bridge and waits for its output: parks a fiber (its worker runs
     /// other fibers meanwhile), or blocks a plain thread.
+    #[track_caller]
     pub fn block_on<F>(&self, future: F) -> F::Output
     where
         F: Future + Send + 'static,
@@ -129,6 +130,7 @@ where
 ///
 /// In an async task polled by a spindle worker (it would block the worker): `.await`
 /// [`spawn`] there. A panic of `future` resumes here.
+#[track_caller]
 pub fn block_on<F>(future: F) -> F::Output
 where
     F: Future + Send + 'static,
@@ -156,13 +158,9 @@ impl<T> Bridged<T> {
     /// # Panics
     ///
     /// In an async task polled by a spindle worker: `.await` the `Bridged` there.
+    #[track_caller]
     pub fn wait(self) -> T {
-        if let Some(w) = crate::sched::worker::current() {
-            assert!(
-                w.current_fiber().is_some(),
-                "spindle::compat: a blocking-style wait in an async task would block the worker; .await the Bridged future"
-            );
-        }
+        let _ = crate::sched::caller::blocking_caller("tokio bridge wait");
         crate::task::block_on(self)
     }
 }

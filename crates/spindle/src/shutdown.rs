@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::signal::SignalKind;
 use crate::sync::lock;
@@ -147,6 +148,7 @@ impl ShutdownToken {
     /// # Panics
     ///
     /// In an async task polled by a spindle worker: await [`triggered`](Self::triggered).
+    #[track_caller]
     pub fn wait(&self) {
         self.park_until("shutdown", |w| &mut w.trigger, || self.is_triggered());
     }
@@ -170,6 +172,7 @@ impl ShutdownToken {
 
     /// Waits until no [`InFlight`] guard is left or `deadline` passes; true if drained.
     /// Parks a fiber, blocks a plain thread.
+    #[track_caller]
     pub fn wait_drained(&self, deadline: Option<Instant>) -> bool {
         if let Some(deadline) = deadline {
             // In a fiber a timer wakes the waiter at the deadline; a thread parks with a
@@ -180,11 +183,13 @@ impl ShutdownToken {
         true
     }
 
+    #[track_caller]
     fn wait_drained_until(&self, deadline: Instant) -> bool {
+        let (in_fiber, timer) = match blocking_caller("shutdown drain") {
+            Caller::Fiber(w) => (true, Some(w.add_timer(deadline, w.current_waker()))),
+            Caller::Thread => (false, None),
+        };
         let node = WaitNode::new();
-        let in_fiber = worker::current().is_some_and(|w| w.current_fiber().is_some());
-        let timer =
-            if in_fiber { worker::current().map(|w| w.add_timer(deadline, w.current_waker())) } else { None };
         let _leave = Leave { state: &self.state, node: &node, which: |w| &mut w.drained };
         let drained = loop {
             {
@@ -210,18 +215,14 @@ impl ShutdownToken {
     }
 
     /// Parks until `done()` holds, queued on the list `which` picks.
+    #[track_caller]
     fn park_until(
         &self,
         reason: &'static str,
         which: fn(&mut Waiters) -> &mut WaitList,
         done: impl Fn() -> bool,
     ) {
-        if let Some(w) = worker::current() {
-            assert!(
-                w.current_fiber().is_some(),
-                "a blocking-style shutdown wait would block a spindle worker from an async task; await ShutdownToken::triggered"
-            );
-        }
+        let _ = blocking_caller(reason);
         let node = WaitNode::new();
         let _leave = Leave { state: &self.state, node: &node, which };
         loop {

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use crate::sched::worker;
+use crate::sched::caller::blocking_caller;
 use crate::sync::lock;
 use crate::sync::waiter::{self, WaitList, WaitNode};
 
@@ -310,13 +310,9 @@ impl Signal {
     ///
     /// In an async task polled by a spindle worker (it would block the worker): use
     /// [`recv_async`](Self::recv_async) there.
+    #[track_caller]
     pub fn recv(&mut self) {
-        if let Some(w) = worker::current() {
-            assert!(
-                w.current_fiber().is_some(),
-                "Signal::recv would block a spindle worker from an async task; use recv_async"
-            );
-        }
+        let _ = blocking_caller("signal recv");
         let node = WaitNode::new();
         // Dequeues the node on every way out (a cancelled fiber unwinds from the park).
         struct Leave<'a>(&'a Slot, &'a Arc<WaitNode>);

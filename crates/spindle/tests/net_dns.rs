@@ -178,3 +178,12 @@ fn lookup_host_on_a_plain_thread_resolves_inline() {
     let addrs = spindle::net::lookup_host("localhost:80").unwrap();
     assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 80), "{addrs:?}");
 }
+
+#[test]
+fn a_blocking_lookup_from_a_task_panics_naming_lookup_async() {
+    let rt = one_worker();
+    let resolver = Resolver::with_lookup(|_| Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]));
+    let err = rt.spawn_async(async move { resolver.lookup("svc.test") }).join().unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("lookup_async"), "{msg}");
+}

@@ -117,3 +117,12 @@ fn a_token_wakes_a_thread_and_a_fiber_drain_wait_ends_at_its_deadline() {
     assert!(waiter.join().unwrap());
     assert_eq!(token.in_flight(), 0);
 }
+
+#[test]
+fn a_blocking_wait_from_a_task_panics_naming_the_future() {
+    let rt = Runtime::new().unwrap();
+    let token = rt.shutdown_token();
+    let err = rt.spawn_async(async move { token.wait() }).join().unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("ShutdownToken::triggered"), "{msg}");
+}

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::addr::{Target, ToSocketAddrs};
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 
 /// How long a lookup may take by default before the caller gets `TimedOut`.
@@ -134,16 +135,15 @@ impl Resolver {
     ///
     /// In an async task polled by a spindle worker (it would block the worker): use
     /// [`lookup_async`](Self::lookup_async) there.
+    #[track_caller]
     pub fn lookup(&self, host: &str) -> io::Result<Vec<IpAddr>> {
         if let Some(ready) = self.ready(host) {
             return ready;
         }
-        let Some(worker) = worker::current() else { return self.lookup_inline(host) };
-        assert!(
-            worker.current_fiber().is_some(),
-            "spindle::net::dns: a blocking-style lookup in an async task would block the worker; use lookup_async"
-        );
-        crate::task::block_on(self.lookup_async(host))
+        match blocking_caller("DNS lookup") {
+            Caller::Thread => self.lookup_inline(host),
+            Caller::Fiber(_) => crate::task::block_on(self.lookup_async(host)),
+        }
     }
 
     /// The future-side [`lookup`](Self::lookup). Polled on a spindle worker the lookup runs on
