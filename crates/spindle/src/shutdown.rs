@@ -32,6 +32,9 @@
 //! - **Counted in-flight work.** `in_flight` is the number of live [`InFlight`] guards; a
 //!   drain waiter is woken by the drop that brings it to zero. Guards can be taken after the
 //!   trigger (a request already accepted still completes).
+//! - **Bounded waiters.** A task's waker is kept under its `Triggered` future's key (replaced
+//!   on re-poll, removed when the future drops), so a server that makes one such future per
+//!   connection holds wakers only for live connections.
 //! - **No lost wake-up.** Waiters check the condition and queue themselves under the token's
 //!   lock; `trigger` and the last guard's drop change the state before they take the waiters
 //!   under that same lock.
@@ -46,7 +49,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::sched::caller::{blocking_caller, Caller};
@@ -54,6 +57,7 @@ use crate::sched::worker;
 use crate::signal::SignalKind;
 use crate::sync::lock;
 use crate::sync::waiter::{self, WaitList, WaitNode};
+use crate::sync::waker_set::WakerSet;
 
 /// A shutdown signal shared by a runtime and everything running on it. Cloning shares it.
 #[derive(Clone, Default)]
@@ -72,8 +76,8 @@ struct State {
 struct Waiters {
     /// Fibers and threads waiting for the trigger.
     trigger: WaitList,
-    /// Tasks waiting for the trigger.
-    trigger_wakers: Vec<Waker>,
+    /// Tasks waiting for the trigger, one waker per `Triggered` future.
+    trigger_wakers: WakerSet,
     /// Fibers and threads waiting for `in_flight` to reach zero.
     drained: WaitList,
 }
@@ -122,7 +126,7 @@ impl ShutdownToken {
         }
         let (parked, wakers) = {
             let mut w = lock(&self.state.waiters);
-            (w.trigger.take_all(), std::mem::take(&mut w.trigger_wakers))
+            (w.trigger.take_all(), w.trigger_wakers.take_all())
         };
         for node in parked {
             waiter::wake(node);
@@ -155,7 +159,7 @@ impl ShutdownToken {
 
     /// A future that completes when shutdown begins.
     pub fn triggered(&self) -> Triggered {
-        Triggered { token: self.clone() }
+        Triggered { token: self.clone(), key: None }
     }
 
     /// Marks a piece of work as in flight until the guard drops: shutdown drains it (waits
@@ -281,22 +285,60 @@ impl Drop for InFlight {
 #[derive(Debug)]
 pub struct Triggered {
     token: ShutdownToken,
+    /// This future's entry in the token's task wakers, once it has polled.
+    key: Option<u64>,
+}
+
+impl Drop for Triggered {
+    fn drop(&mut self) {
+        if self.key.is_some() {
+            lock(&self.token.state.waiters).trigger_wakers.remove(self.key);
+        }
+    }
 }
 
 impl Future for Triggered {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.token.is_triggered() {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this.token.is_triggered() {
             return Poll::Ready(());
         }
-        let mut w = lock(&self.token.state.waiters);
-        if self.token.is_triggered() {
+        let mut w = lock(&this.token.state.waiters);
+        if this.token.is_triggered() {
             return Poll::Ready(());
         }
-        if !w.trigger_wakers.iter().any(|k| k.will_wake(cx.waker())) {
-            w.trigger_wakers.push(cx.waker().clone());
-        }
+        w.trigger_wakers.register(&mut this.key, cx.waker());
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    struct Nop;
+    impl Wake for Nop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn dropped_triggered_futures_leave_no_waker_behind() {
+        let token = ShutdownToken::new();
+        let waker = std::task::Waker::from(Arc::new(Nop));
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..100 {
+            let mut fut = token.triggered();
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+        }
+        assert_eq!(lock(&token.state.waiters).trigger_wakers.len(), 0);
+        let mut kept = token.triggered();
+        assert!(Pin::new(&mut kept).poll(&mut cx).is_pending());
+        assert_eq!(lock(&token.state.waiters).trigger_wakers.len(), 1);
+        token.trigger();
+        assert!(Pin::new(&mut kept).poll(&mut cx).is_ready());
     }
 }

@@ -42,6 +42,9 @@
 //!   returns when the generation moved past the last one this listener saw.
 //! - **No lost wake-up.** A waiter checks the generation and queues itself under the signal's
 //!   lock; the dispatcher bumps the generation before taking the waiters under that lock.
+//! - **Bounded waiters.** A task's waker is kept under its listener's key (one per
+//!   [`Signal`], replaced on re-poll, removed when the listener drops), a parked fiber's node
+//!   is dequeued on every way out.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -50,11 +53,12 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use crate::sched::caller::blocking_caller;
 use crate::sync::lock;
 use crate::sync::waiter::{self, WaitList, WaitNode};
+use crate::sync::waker_set::WakerSet;
 
 /// Signal numbers are below this (Linux: 1..=64).
 const MAX_SIGNAL: usize = 65;
@@ -131,8 +135,8 @@ type Callback = Arc<dyn Fn() + Send + Sync>;
 struct Waiters {
     /// Fibers and threads parked in `recv`.
     parked: WaitList,
-    /// Tasks waiting in `poll_recv`.
-    wakers: Vec<Waker>,
+    /// Tasks waiting in `poll_recv`, one waker per listener.
+    wakers: WakerSet,
     /// Run by the dispatcher thread on each delivery (shutdown triggers).
     callbacks: Vec<Callback>,
 }
@@ -194,7 +198,7 @@ fn dispatch(mut read: UnixStream) {
             slot.generation.fetch_add(1, Ordering::AcqRel);
             let (parked, wakers, callbacks) = {
                 let mut w = lock(&slot.waiters);
-                (w.parked.take_all(), std::mem::take(&mut w.wakers), w.callbacks.clone())
+                (w.parked.take_all(), w.wakers.take_all(), w.callbacks.clone())
             };
             for node in parked {
                 waiter::wake(node);
@@ -250,7 +254,7 @@ fn slot(kind: SignalKind) -> io::Result<&'static Slot> {
 /// and numbers out of range; an OS error if the handler or the dispatcher cannot be set up.
 pub fn signal(kind: SignalKind) -> io::Result<Signal> {
     let slot = slot(kind)?;
-    Ok(Signal { kind, slot, seen: slot.generation.load(Ordering::Acquire) })
+    Ok(Signal { kind, slot, seen: slot.generation.load(Ordering::Acquire), waker_key: None })
 }
 
 /// Runs `f` on spindle's signal thread after each delivery of `kind` (keep it short: it
@@ -280,6 +284,16 @@ pub struct Signal {
     kind: SignalKind,
     slot: &'static Slot,
     seen: u64,
+    /// This listener's entry in the slot's task wakers, once it has polled.
+    waker_key: Option<u64>,
+}
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        if self.waker_key.is_some() {
+            lock(&self.slot.waiters).wakers.remove(self.waker_key);
+        }
+    }
 }
 
 impl fmt::Debug for Signal {
@@ -343,9 +357,7 @@ impl Signal {
         if self.take() {
             return Poll::Ready(());
         }
-        if !w.wakers.iter().any(|k| k.will_wake(cx.waker())) {
-            w.wakers.push(cx.waker().clone());
-        }
+        w.wakers.register(&mut self.waker_key, cx.waker());
         Poll::Pending
     }
 
