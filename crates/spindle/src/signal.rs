@@ -168,7 +168,7 @@ fn registry() -> io::Result<&'static Registry> {
         write.set_nonblocking(true)?;
         std::thread::Builder::new()
             .name("spindle-signal".into())
-            .stack_size(64 * 1024)
+            .stack_size(256 * 1024)
             .spawn(move || dispatch(read))?;
         let slots = (0..MAX_SIGNAL).map(|_| Slot::default()).collect();
         Ok(Registry { slots, write_fd: write.as_raw_fd(), _write: write })

@@ -30,6 +30,12 @@ pub trait ToSocketAddrs: sealed::Sealed {
     /// Splits the address into IP addresses or a name to look up.
     #[doc(hidden)]
     fn to_target(&self) -> io::Result<Target>;
+
+    /// The address itself when it is one IP address: the allocation-free path of `send_to`.
+    #[doc(hidden)]
+    fn as_single(&self) -> Option<SocketAddr> {
+        None
+    }
 }
 
 mod sealed {
@@ -55,6 +61,9 @@ macro_rules! ready_addr {
         impl ToSocketAddrs for $ty {
             fn to_target(&self) -> io::Result<Target> {
                 Ok(Target::Addrs(vec![SocketAddr::from(*self)]))
+            }
+            fn as_single(&self) -> Option<SocketAddr> {
+                Some(SocketAddr::from(*self))
             }
         }
     )+};
@@ -113,6 +122,9 @@ impl<T: ToSocketAddrs + ?Sized> sealed::Sealed for &T {}
 impl<T: ToSocketAddrs + ?Sized> ToSocketAddrs for &T {
     fn to_target(&self) -> io::Result<Target> {
         (**self).to_target()
+    }
+    fn as_single(&self) -> Option<SocketAddr> {
+        (**self).as_single()
     }
 }
 

@@ -275,6 +275,9 @@ pub(crate) fn each_resolved<T>(
     addr: impl ToSocketAddrs,
     mut f: impl FnMut(SocketAddr) -> io::Result<T>,
 ) -> io::Result<T> {
+    if let Some(a) = addr.as_single() {
+        return f(a);
+    }
     let mut last_err = None;
     for a in lookup_host(addr)? {
         match f(a) {

@@ -55,7 +55,10 @@ impl UdpSocket {
     /// Sends one datagram to `addr` (the first address a host name resolves to, looked up on
     /// the blocking pool); waits while the send buffer is full.
     pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
-        let addr = *dns::lookup_host(addr)?.first().ok_or_else(dns::no_addresses)?;
+        let addr = match addr.as_single() {
+            Some(a) => a,
+            None => *dns::lookup_host(addr)?.first().ok_or_else(dns::no_addresses)?,
+        };
         self.source.blocking(Direction::Write, None, |s| s.send_to(buf, &addr.into()))
     }
 
