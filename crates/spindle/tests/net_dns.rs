@@ -187,3 +187,62 @@ fn a_blocking_lookup_from_a_task_panics_naming_lookup_async() {
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("lookup_async"), "{msg}");
 }
+
+/// 100 tasks look one name up while its lookup is held back: they all join one flight, so
+/// the lookup function runs once (without single-flight it would run 100 times).
+#[test]
+fn concurrent_lookups_of_one_name_share_one_job() {
+    let rt = Builder::new().worker_threads(2).build().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let c = calls.clone();
+    let resolver = Resolver::with_lookup(move |_| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let _ = release_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+        Ok(vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))])
+    });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let (r, asked) = (resolver.clone(), asked.clone());
+            rt.spawn_async(async move {
+                let lookup = r.lookup_async("crawled.test");
+                asked.fetch_add(1, Ordering::SeqCst);
+                lookup.await
+            })
+        })
+        .collect();
+    let limit = Instant::now() + Duration::from_secs(20);
+    while asked.load(Ordering::SeqCst) < 100 && Instant::now() < limit {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Give every task its first poll (they are all in flight or about to join it).
+    std::thread::sleep(Duration::from_millis(20));
+    release_tx.send(()).unwrap();
+    for t in tasks {
+        assert_eq!(t.join().unwrap().unwrap(), vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))]);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+/// A lookup that panics fails every caller that joined it with an error, and the next
+/// lookup of the name starts afresh.
+#[test]
+fn a_panicking_lookup_fails_its_callers_and_is_retried() {
+    let rt = one_worker();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let resolver = Resolver::with_lookup(move |_| {
+        if c.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("resolver bug");
+        }
+        Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)])
+    });
+    let r = resolver.clone();
+    let first = rt.block_on(move || r.lookup("flaky.test"));
+    let err = first.unwrap_err();
+    assert!(err.to_string().contains("panicked"), "{err}");
+    let second = rt.block_on(move || resolver.lookup("flaky.test"));
+    assert_eq!(second.unwrap(), vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]);
+}

@@ -19,6 +19,9 @@
 //!   after the resolver's timeout (default [`DEFAULT_TIMEOUT`]). The pool thread stays in
 //!   `getaddrinfo` until the system gives up (a thread cannot be interrupted): at most
 //!   `max_blocking_threads` such lookups can be stuck at once, later jobs queue.
+//! - **One job per name.** Concurrent lookups of one name share one job (`net/flight.rs`):
+//!   10,000 connects to one host run one `getaddrinfo`, and a name that never answers holds
+//!   one pool thread, not one per caller.
 //! - **Bounded cache.** At most `capacity` names, each kept for `ttl` after its lookup (the
 //!   system resolver does not report record TTLs, so one fixed TTL applies). Failures are not
 //!   cached. IP literals never reach the cache or the pool.
@@ -32,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::addr::{Target, ToSocketAddrs};
+use super::flight::{Flights, Landing};
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 
@@ -65,6 +69,8 @@ struct Inner {
     ttl: Duration,
     capacity: usize,
     cache: Mutex<HashMap<String, Entry>>,
+    /// Lookups under way on the blocking pool, shared by concurrent callers.
+    flights: Arc<Flights>,
 }
 
 struct Entry {
@@ -105,7 +111,7 @@ impl Resolver {
 
     fn build(lookup: Arc<LookupFn>, timeout: Option<Duration>, ttl: Duration, capacity: usize) -> Resolver {
         let cache = Mutex::new(HashMap::new());
-        Resolver { inner: Arc::new(Inner { lookup, timeout, ttl, capacity, cache }) }
+        Resolver { inner: Arc::new(Inner { lookup, timeout, ttl, capacity, cache, flights: Arc::default() }) }
     }
 
     /// The same lookup with another timeout (`None`: wait as long as the lookup takes) and a
@@ -155,31 +161,33 @@ impl Resolver {
             if let Some(ready) = this.ready(&host) {
                 return ready;
             }
-            let lookup = this.inner.lookup.clone();
-            let name = host.clone();
-            // The worker reference is not held across the await (a task may move).
-            let job = match worker::current() {
-                Some(worker) => worker.rt.blocking.spawn(move || lookup(&name)),
-                None => return this.lookup_inline(&host),
-            };
-            let joined = match this.inner.timeout {
-                Some(limit) => crate::time::timeout(limit, job).await.map_err(|_| {
+            if worker::current().is_none() {
+                return this.lookup_inline(&host);
+            }
+            // Join the lookup of this name already in flight, or start it on the blocking pool.
+            let key = host.to_ascii_lowercase();
+            let (flight, started) = this.inner.flights.join(&key);
+            if started {
+                let landing = Landing::new(this.inner.flights.clone(), key, flight.clone());
+                let (job_resolver, name) = (this.clone(), host.clone());
+                let job = move || {
+                    let result = (job_resolver.inner.lookup)(&name);
+                    landing.land(&job_resolver.finish(&name, result));
+                };
+                // The worker reference is not held across the await (a task may move).
+                if let Some(worker) = worker::current() {
+                    drop(worker.rt.blocking.spawn(job)); // the flight carries the result
+                }
+            }
+            match this.inner.timeout {
+                Some(limit) => crate::time::timeout(limit, flight.wait()).await.map_err(|_| {
                     io::Error::new(
                         io::ErrorKind::TimedOut,
                         format!("DNS lookup of {host:?} timed out after {limit:?}"),
                     )
                 })?,
-                None => job.await,
-            };
-            let addrs = joined.map_err(|payload| {
-                let why = if payload.is::<crate::fiber::Cancelled>() {
-                    "was cancelled: the runtime shut down"
-                } else {
-                    "panicked"
-                };
-                io::Error::other(format!("DNS lookup of {host:?} {why}"))
-            })?;
-            this.finish(&host, addrs)
+                None => flight.wait().await,
+            }
         }
     }
 
