@@ -77,9 +77,7 @@ fn work_past_the_deadline_and_untracked_loops_are_cancelled() {
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let started = Instant::now();
     assert!(!rt.shutdown_timeout(Duration::from_millis(100)), "the stuck work cannot drain");
-    assert!(started.elapsed() < Duration::from_secs(60), "shutdown hung");
     assert_eq!(dropped.load(Ordering::SeqCst), 2, "both fibers unwound");
     assert!(stuck.join().unwrap_err().is::<spindle::fiber::Cancelled>());
     assert!(accept_loop.join().unwrap_err().is::<spindle::fiber::Cancelled>());
