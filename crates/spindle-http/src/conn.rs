@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::{poll_fn, Future};
-use std::io::{self, Read, Write};
+use std::io::Read;
 use std::net::Shutdown;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,73 +17,8 @@ use hyper::{Request, Response};
 use spindle::net::{TcpListener, TcpStream};
 
 use crate::handler::{Busy, Respond};
+use crate::socket;
 use crate::{Body, Shared};
-
-/// The connection's socket, counting the reads and writes that moved bytes (for the idle
-/// timeout: a counter, so that the hot path reads no clock).
-pub(crate) struct Io {
-    stream: TcpStream,
-    progress: Rc<Cell<u64>>,
-}
-
-impl Io {
-    fn touch(&self) {
-        self.progress.set(self.progress.get().wrapping_add(1));
-    }
-}
-
-impl hyper::rt::Read for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-}
-
-impl hyper::rt::Write for Io {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_write(cx, buf);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        hyper::rt::Write::is_write_vectored(&self.stream)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Left to `serve_connection`: closing the socket ends the connection anyway, and after
-        // a parse error the socket must stay writable for the error response.
-        Poll::Ready(Ok(()))
-    }
-}
 
 /// The hyper service of one connection.
 struct Service<H> {
@@ -207,7 +142,7 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
     let progress = Rc::new(Cell::new(0u64));
     let busy = Rc::new(Cell::new(0u32));
     let requests = Rc::new(Cell::new(0u64));
-    let io = Io { stream, progress: progress.clone() };
+    let (io, handle) = socket::new(stream, config.pipeline_flush, progress.clone());
     let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone() };
     let mut conn = shared.http.serve_connection(io, service);
     // The idle timer fires every `idle_timeout`; the connection closes when a whole period
@@ -215,8 +150,11 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
     let mut idle = config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
     let mut watch = ShutdownWatch::new(shared);
     let mut draining = false;
+    // hyper's result once its connection future has finished; the coalesced bytes it left
+    // are drained before the driver returns it.
+    let mut finished: Option<Result<(), hyper::Error>> = None;
     let result = spindle::task::block_on(poll_fn(|cx| {
-        loop {
+        while finished.is_none() {
             if !draining && watch.poll(cx) {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
@@ -228,13 +166,26 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
                 Pin::new(&mut conn).graceful_shutdown();
             }
             if let Poll::Ready(r) = Pin::new(&mut conn).poll(cx) {
-                return Poll::Ready(Some(r));
+                finished = Some(r);
+                break;
             }
             // An inline blocking handler parks this fiber inside `conn.poll`; a shutdown
             // wake-up that arrived meanwhile was absorbed by that park. Look again.
             if draining || !shared.shutdown.is_triggered() {
                 break;
             }
+        }
+        // hyper has done all it can in this poll: write what it left in the coalescing
+        // buffer (one system call for a batch of pipelined responses).
+        match handle.poll_drain(cx) {
+            Poll::Ready(Ok(())) => {
+                if let Some(r) = finished.take() {
+                    return Poll::Ready(Some(r));
+                }
+            }
+            // The peer is gone: nothing more can be written.
+            Poll::Ready(Err(_)) => return Poll::Ready(finished.take()),
+            Poll::Pending => {}
         }
         if let Some((timeout, sleep, seen)) = &mut idle {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
@@ -249,22 +200,14 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
     }));
     drop(watch);
     if let Some(Err(e)) = result {
-        match error_status(&e) {
-            Some(status) => {
-                let parts = conn.into_parts();
-                let mut stream = parts.io.stream;
-                // With `pipeline_flush`, hyper skips flushing while its read buffer holds
-                // bytes, which after a parse error it always does: its error response is
-                // never written. Write it here in that case (hyper did flush otherwise).
-                if config.pipeline_flush && !parts.read_buf.is_empty() {
-                    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-                    let response =
-                        format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-                    let _ = stream.write_all(response.as_bytes());
-                }
+        if error_status(&e).is_some() {
+            // hyper wrote its 400/431 response (drained above); close gently.
+            drop(conn);
+            if let Some(stream) = handle.into_stream() {
                 lingering_close(stream);
             }
-            None => log::debug!("spindle-http: connection error: {e}"),
+        } else {
+            log::debug!("spindle-http: connection error: {e}");
         }
     }
 }

@@ -14,8 +14,8 @@
 //! server.wait(); // until a ShutdownHandle triggers the shutdown
 //! ```
 //!
-//! What hyper does on the wire: keep-alive, pipelining (with `pipeline_flush`, the responses
-//! of a batch of pipelined requests go out in one write), chunked request and response
+//! What hyper does on the wire: keep-alive, pipelining (with [`Builder::pipeline_flush`],
+//! the responses of a batch of pipelined requests go out in one write), chunked request and response
 //! bodies, `400 Bad Request` for a malformed request, `431 Request Header Fields Too Large`
 //! when the header exceeds [`Builder::max_buf_size`] or [`Builder::max_headers`]. A slow
 //! client that does not finish its header within [`Builder::header_read_timeout`] is
@@ -29,6 +29,7 @@
 mod body;
 mod conn;
 mod handler;
+mod socket;
 mod timer;
 
 use std::collections::HashMap;
@@ -129,8 +130,11 @@ impl Builder {
         self
     }
 
-    /// Aggregates the responses to pipelined requests into one write (hyper's
-    /// `pipeline_flush`; default on).
+    /// Coalesces the responses hyper produces in one pass (a batch of pipelined requests)
+    /// into one write, through a buffer of at most 32 KiB per connection (default on). This
+    /// is spindle-http's own buffer, not hyper's `pipeline_flush`, which lifts hyper's
+    /// write-buffer limit and can lose the response to a closing request; with either
+    /// setting a client that does not read stalls its connection instead of growing memory.
     pub fn pipeline_flush(mut self, on: bool) -> Builder {
         self.config.pipeline_flush = on;
         self
@@ -214,7 +218,6 @@ impl Builder {
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(spindle::hyper_rt::Timer)
             .keep_alive(config.keep_alive)
-            .pipeline_flush(config.pipeline_flush)
             .max_buf_size(config.max_buf_size)
             .max_headers(config.max_headers)
             .header_read_timeout(config.header_read_timeout);
