@@ -2,56 +2,21 @@
 //! `spindle::task::block_on`, so a blocking handler called from the service parks this fiber.
 
 use std::cell::Cell;
-use std::convert::Infallible;
 use std::future::{poll_fn, Future};
 use std::io::Read;
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use hyper::body::Incoming;
-use hyper::{Request, Response};
 use spindle::net::{TcpListener, TcpStream};
 
-use crate::handler::{Busy, Respond};
+use crate::handler::Respond;
+use crate::server::Shared;
+use crate::service::{Origin, Service};
 use crate::socket;
-use crate::{Body, Shared};
-
-/// The hyper service of one connection.
-struct Service<H> {
-    shared: Arc<Shared<H>>,
-    busy: Rc<Cell<u32>>,
-    requests: Rc<Cell<u64>>,
-}
-
-impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = ResponseFuture<H::Future>;
-
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let busy = Busy::enter(&self.busy);
-        self.requests.set(self.requests.get() + 1);
-        ResponseFuture { inner: self.shared.handler.respond(req.map(Body::incoming), busy) }
-    }
-}
-
-pin_project_lite::pin_project! {
-    struct ResponseFuture<F> {
-        #[pin]
-        inner: F,
-    }
-}
-
-impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
-    type Output = Result<Response<Body>, Infallible>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map(Ok)
-    }
-}
 
 /// Keeps this fiber's waker in the server's shutdown list while it waits, so that
 /// `Server::shutdown` can wake it.
@@ -104,13 +69,15 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
         }));
         match accepted {
             None => break,
-            Some(Ok((stream, _peer))) => {
+            Some(Ok((stream, peer))) => {
                 let shared2 = shared.clone();
                 let active = shared.active.enter();
-                let builder = spindle::fiber::Builder::new().stack_size(shared.config.stack_size);
+                let builder = spindle::fiber::Builder::new()
+                    .name(Origin::connection_name(Some(peer)))
+                    .stack_size(shared.config.stack_size);
                 let serve = move || {
                     let _active = active;
-                    serve_connection(stream, &shared2);
+                    serve_connection(stream, Some(peer), &shared2);
                 };
                 let spawned = match spread {
                     Some(n) => {
@@ -134,7 +101,7 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
     drop(listener);
 }
 
-fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
+fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
     let config = &shared.config;
     if config.nodelay {
         let _ = stream.set_nodelay(true);
@@ -143,7 +110,8 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
     let busy = Rc::new(Cell::new(0u32));
     let requests = Rc::new(Cell::new(0u64));
     let (io, handle) = socket::new(stream, config.pipeline_flush, progress.clone());
-    let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone() };
+    let origin = Origin { peer, stack_size: config.stack_size };
+    let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone(), origin };
     let mut conn = shared.http.serve_connection(io, service);
     // The idle timer fires every `idle_timeout`; the connection closes when a whole period
     // passed with no progress and no handler running (so after 1 to 2 periods of idleness).

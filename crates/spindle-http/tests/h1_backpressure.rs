@@ -133,11 +133,7 @@ fn streamed_body_to_a_client_that_never_reads_is_produced_only_as_sent() {
     }
     let made = produced.load(Ordering::Relaxed);
     let grown = rss().saturating_sub(before);
-    assert!(
-        made < 64 << 20,
-        "the server produced {} MiB of body for 4 clients that do not read",
-        made >> 20
-    );
+    assert!(made < 64 << 20, "the server produced {} MiB of body for 4 clients that do not read", made >> 20);
     assert!(grown < 64 << 20, "RSS grew by {} MiB", grown >> 20);
     drop(clients);
     server.shutdown_timeout(Duration::from_secs(5));

@@ -1,0 +1,102 @@
+//! The hyper service of one connection: checks what must be refused before a handler runs
+//! (`limits::precheck`), puts the request body under the server's limits, and hands the
+//! request to the handler; a body limit broken while the handler ran replaces its answer.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body::Body as _;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+
+use crate::handler::{Busy, Respond};
+use crate::limits::{self, Fault, Guarded};
+use crate::server::Shared;
+use crate::Body;
+
+/// What a handler fiber spawned for a request is made from: its name says which client and
+/// request it serves (the stack overflow report and `Server::dump_fibers` show it).
+#[derive(Debug, Clone)]
+pub(crate) struct Origin {
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) stack_size: usize,
+}
+
+impl Origin {
+    /// `spindle-http 127.0.0.1:5000`: the connection fiber's name.
+    pub(crate) fn connection_name(peer: Option<SocketAddr>) -> String {
+        match peer {
+            Some(peer) => format!("spindle-http {peer}"),
+            None => "spindle-http connection".to_owned(),
+        }
+    }
+
+    /// `spindle-http 127.0.0.1:5000 POST /upload`: a handler fiber's name (the path cut at
+    /// 100 bytes).
+    pub(crate) fn handler_name<B>(&self, req: &Request<B>) -> String {
+        let path = req.uri().path();
+        let cut = (0..=path.len().min(100)).rev().find(|&i| path.is_char_boundary(i)).unwrap_or(0);
+        format!("{} {} {}", Origin::connection_name(self.peer), req.method(), &path[..cut])
+    }
+}
+
+pub(crate) struct Service<H> {
+    pub(crate) shared: Arc<Shared<H>>,
+    pub(crate) busy: Rc<Cell<u32>>,
+    pub(crate) requests: Rc<Cell<u64>>,
+    pub(crate) origin: Origin,
+}
+
+impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = ResponseFuture<H::Future>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        self.requests.set(self.requests.get() + 1);
+        let body_limits = self.shared.config.body_limits;
+        if let Some(refused) = limits::precheck(&req, &body_limits) {
+            return ResponseFuture { inner: None, early: Some(refused), fault: Fault::default() };
+        }
+        let busy = Busy::enter(&self.busy);
+        let mut fault = Fault::default();
+        let req = req.map(|body| {
+            if body.is_end_stream() {
+                Body::empty() // no body (a GET): nothing to guard, nothing to allocate
+            } else {
+                fault = Fault::new();
+                Body::guarded(Guarded::new(body, body_limits, fault.clone()))
+            }
+        });
+        let inner = self.shared.handler.respond(req, busy, &self.origin);
+        ResponseFuture { inner: Some(inner), early: None, fault }
+    }
+}
+
+pin_project_lite::pin_project! {
+    pub(crate) struct ResponseFuture<F> {
+        #[pin]
+        inner: Option<F>,
+        early: Option<Response<Body>>,
+        fault: Fault,
+    }
+}
+
+impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
+    type Output = Result<Response<Body>, Infallible>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Some(res) = this.early.take() {
+            return Poll::Ready(Ok(res));
+        }
+        let inner = this.inner.as_pin_mut().expect("spindle-http response future polled after completion");
+        let res = std::task::ready!(inner.poll(cx));
+        Poll::Ready(Ok(this.fault.response().unwrap_or(res)))
+    }
+}
