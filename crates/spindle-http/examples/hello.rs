@@ -1,5 +1,6 @@
 //! Hello-world server: `cargo run --release -p spindle-http --example hello`, then
-//! `curl http://127.0.0.1:8080/`. Environment: PORT (default 8080), WORKERS (default 1).
+//! `curl http://127.0.0.1:8080/` (HTTP/1.1) or `curl --http2-prior-knowledge
+//! http://127.0.0.1:8080/` (HTTP/2, h2c). Environment: PORT (default 8080), WORKERS (default 1).
 
 use spindle_http::header::{HeaderValue, CONTENT_TYPE};
 use spindle_http::{Body, Request, Response, Server};

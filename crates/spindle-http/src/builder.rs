@@ -6,6 +6,7 @@ use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::exec::LocalExec;
 use crate::handler::{self, Respond};
 use crate::limits::{BodyLimits, MinRate};
 use crate::server::{Control, Server, Shared, ShutdownState};
@@ -40,12 +41,14 @@ pub(crate) struct Config {
     workers: usize,
     accept: Accept,
     keep_alive: bool,
+    pub(crate) http2: bool,
+    max_concurrent_streams: u32,
     pub(crate) pipeline_flush: bool,
     max_buf_size: usize,
     max_header_size: usize,
     max_headers: usize,
     pub(crate) body_limits: BodyLimits,
-    header_read_timeout: Option<Duration>,
+    pub(crate) header_read_timeout: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
     shutdown_timeout: Duration,
     pub(crate) nodelay: bool,
@@ -65,6 +68,8 @@ impl Builder {
                 workers: 1,
                 accept: Accept::RoundRobin,
                 keep_alive: true,
+                http2: true,
+                max_concurrent_streams: 100,
                 pipeline_flush: true,
                 max_buf_size: 64 * 1024,
                 max_header_size: 64 * 1024,
@@ -89,6 +94,22 @@ impl Builder {
     /// README for the measurements behind the choice).
     pub fn accept(mut self, accept: Accept) -> Builder {
         self.config.accept = accept;
+        self
+    }
+
+    /// Serves HTTP/2 beside HTTP/1.1 on the same port (default on): a connection that opens
+    /// with HTTP/2's preface (h2c "prior knowledge", as `curl --http2-prior-knowledge` and
+    /// gRPC clients do) is served by hyper's HTTP/2 server, with the same handler and the same
+    /// limits. Off: every connection is HTTP/1.
+    pub fn http2(mut self, on: bool) -> Builder {
+        self.config.http2 = on;
+        self
+    }
+
+    /// The most HTTP/2 streams (concurrent requests) one connection may have open (default
+    /// 100); each has its own send buffer of up to `max_buf_size`.
+    pub fn max_concurrent_streams(mut self, n: u32) -> Builder {
+        self.config.max_concurrent_streams = n.max(1);
         self
     }
 
@@ -229,6 +250,12 @@ impl Builder {
             .max_header_size(config.max_header_size)
             .max_headers(config.max_headers)
             .header_read_timeout(config.header_read_timeout);
+        let mut http2 = hyper::server::conn::http2::Builder::new(LocalExec);
+        http2
+            .timer(spindle::hyper_rt::Timer)
+            .max_header_list_size(u32::try_from(config.max_header_size).unwrap_or(u32::MAX))
+            .max_concurrent_streams(config.max_concurrent_streams)
+            .max_send_buf_size(config.max_buf_size);
         // Listeners first, on this thread: a bind error is returned before any thread starts.
         let n = config.workers;
         let listener_count = if config.accept == Accept::RoundRobin { 1 } else { n };
@@ -246,6 +273,7 @@ impl Builder {
         let shared = Arc::new(Shared {
             handler,
             http,
+            http2,
             shutdown: ShutdownState::default(),
             active: Arc::default(),
             config: config.clone(),

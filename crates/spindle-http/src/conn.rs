@@ -101,39 +101,146 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
     drop(listener);
 }
 
-fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
+/// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Which protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http1,
+    Http2,
+}
+
+/// Reads the connection's first bytes until they tell HTTP/2's preface (h2c by prior
+/// knowledge) from an HTTP/1 request; returns the protocol and the bytes read, which hyper
+/// is then given first. `None`: the client closed, stayed silent past the header timeout,
+/// or the server is shutting down.
+fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
+    let mut buf = vec![0u8; 8192];
+    let mut len = 0;
+    let mut watch = ShutdownWatch::new(shared);
+    let config = &shared.config;
+    let limit = match (config.header_read_timeout, config.idle_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut deadline = limit.map(spindle::time::sleep_future);
+    spindle::task::block_on(poll_fn(|cx| loop {
+        let seen = &buf[..len];
+        if !H2_PREFACE.starts_with(&seen[..len.min(H2_PREFACE.len())]) {
+            return Poll::Ready(Some(Proto::Http1));
+        }
+        if len >= H2_PREFACE.len() {
+            return Poll::Ready(Some(Proto::Http2));
+        }
+        if watch.poll(cx) || deadline.as_mut().is_some_and(|d| Pin::new(d).poll(cx).is_ready()) {
+            return Poll::Ready(None);
+        }
+        match futures_io::AsyncRead::poll_read(Pin::new(&mut *stream), cx, &mut buf[len..]) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
+            Poll::Ready(Ok(n)) => len += n,
+            Poll::Pending => return Poll::Pending,
+        }
+    }))
+    .map(|proto| {
+        buf.truncate(len);
+        (proto, buf)
+    })
+}
+
+fn serve_connection<H: Respond>(mut stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
     let config = &shared.config;
     if config.nodelay {
         let _ = stream.set_nodelay(true);
     }
-    let progress = Rc::new(Cell::new(0u64));
-    let busy = Rc::new(Cell::new(0u32));
-    let requests = Rc::new(Cell::new(0u64));
-    let (io, handle) = socket::new(stream, config.pipeline_flush, progress.clone());
-    let origin = Origin { peer, stack_size: config.stack_size };
-    let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone(), origin };
-    let mut conn = shared.http.serve_connection(io, service);
+    let (proto, replay) = if config.http2 {
+        match sniff(&mut stream, shared) {
+            Some(found) => found,
+            None => return,
+        }
+    } else {
+        (Proto::Http1, Vec::new())
+    };
+    let state = ConnState::default();
+    // HTTP/2 frames are batched by h2 itself: no coalescing there.
+    let coalesce = config.pipeline_flush && proto == Proto::Http1;
+    let (io, handle) = socket::new(stream, coalesce, state.progress.clone(), replay);
+    let origin = Origin { peer, stack_size: config.stack_size, inline: proto == Proto::Http1 };
+    let service = Service {
+        shared: shared.clone(),
+        busy: state.busy.clone(),
+        requests: state.requests.clone(),
+        origin,
+    };
+    let result = match proto {
+        Proto::Http1 => {
+            let mut conn = shared.http.serve_connection(io, service);
+            let result = drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared);
+            drop(conn);
+            result
+        }
+        Proto::Http2 => {
+            let mut conn = shared.http2.serve_connection(io, service);
+            drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared)
+        }
+    };
+    if let Some(Err(e)) = result {
+        if error_status(&e).is_some() {
+            // hyper wrote its 400/431 response (drained by `drive`); close gently.
+            if let Some(stream) = handle.into_stream() {
+                lingering_close(stream);
+            }
+        } else {
+            log::debug!("spindle-http: connection error: {e}");
+        }
+    }
+}
+
+/// The per-connection counters the driver and the service share.
+#[derive(Default)]
+struct ConnState {
+    /// Socket system calls that moved bytes (for the idle timeout).
+    progress: Rc<Cell<u64>>,
+    /// Handlers running.
+    busy: Rc<Cell<u32>>,
+    /// Requests received.
+    requests: Rc<Cell<u64>>,
+}
+
+/// Drives hyper's connection future `conn` on this fiber until it ends, the connection has
+/// been idle for `idle_timeout`, or shutdown closes it; drains the coalescing buffer each
+/// time hyper has done all it can (see `socket.rs`). `None`: closed by the driver.
+fn drive<C, H>(
+    conn: &mut C,
+    graceful: impl Fn(Pin<&mut C>),
+    handle: &socket::IoHandle,
+    state: &ConnState,
+    shared: &Shared<H>,
+) -> Option<Result<(), hyper::Error>>
+where
+    C: Future<Output = Result<(), hyper::Error>> + Unpin,
+{
     // The idle timer fires every `idle_timeout`; the connection closes when a whole period
     // passed with no progress and no handler running (so after 1 to 2 periods of idleness).
-    let mut idle = config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
+    let mut idle = shared.config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
     let mut watch = ShutdownWatch::new(shared);
     let mut draining = false;
     // hyper's result once its connection future has finished; the coalesced bytes it left
     // are drained before the driver returns it.
     let mut finished: Option<Result<(), hyper::Error>> = None;
-    let result = spindle::task::block_on(poll_fn(|cx| {
+    spindle::task::block_on(poll_fn(|cx| {
         while finished.is_none() {
             if !draining && watch.poll(cx) {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
                 // request on a connection that has not had one yet: close those here.
                 draining = true;
-                if requests.get() == 0 {
+                if state.requests.get() == 0 {
                     return Poll::Ready(None);
                 }
-                Pin::new(&mut conn).graceful_shutdown();
+                graceful(Pin::new(&mut *conn));
             }
-            if let Poll::Ready(r) = Pin::new(&mut conn).poll(cx) {
+            if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
                 finished = Some(r);
                 break;
             }
@@ -157,27 +264,15 @@ fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, sha
         }
         if let Some((timeout, sleep, seen)) = &mut idle {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
-                if busy.get() == 0 && progress.get() == *seen {
+                if state.busy.get() == 0 && state.progress.get() == *seen {
                     return Poll::Ready(None); // idle: drop the connection
                 }
-                *seen = progress.get();
+                *seen = state.progress.get();
                 sleep.reset(Instant::now() + *timeout);
             }
         }
         Poll::Pending
-    }));
-    drop(watch);
-    if let Some(Err(e)) = result {
-        if error_status(&e).is_some() {
-            // hyper wrote its 400/431 response (drained above); close gently.
-            drop(conn);
-            if let Some(stream) = handle.into_stream() {
-                lingering_close(stream);
-            }
-        } else {
-            log::debug!("spindle-http: connection error: {e}");
-        }
-    }
+    }))
 }
 
 /// The status of hyper's automatic response to a parse error (as hyper's `on_error`).

@@ -54,7 +54,7 @@ where
     type Future = BlockingResponse;
 
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
-        if http_body::Body::is_end_stream(req.body()) {
+        if origin.inline && http_body::Body::is_end_stream(req.body()) {
             let result = catch_unwind(AssertUnwindSafe(|| (self.0)(req).map(Into::into)));
             drop(busy);
             return BlockingResponse::Ready(Some(result.unwrap_or_else(panicked)));

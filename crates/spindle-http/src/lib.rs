@@ -1,4 +1,5 @@
-//! spindle-http: an HTTP/1.1 server on spindle fibers, with hyper 1.x as the protocol engine.
+//! spindle-http: an HTTP/1.1 and HTTP/2 server on spindle fibers, with hyper 1.x as the
+//! protocol engine.
 //!
 //! Each connection runs in its own fiber, which drives hyper's `serve_connection` future
 //! with [`spindle::task::block_on`]. A handler is either a plain blocking function, called on
@@ -21,6 +22,12 @@
 //! client that does not finish its header within [`Builder::header_read_timeout`] is
 //! disconnected (hyper sends no response then). A handler that panics answers `500`.
 //!
+//! HTTP/2 is served on the same port (h2c by prior knowledge: a connection that opens with
+//! the HTTP/2 preface), with the same handlers and limits; [`Builder::http2`] turns it off.
+//! Under HTTP/2 a blocking handler always runs on a fiber of its own (the connection fiber
+//! drives every stream of the connection), and an async handler's future is polled by a
+//! task pinned to the connection's worker.
+//!
 //! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
 //! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
 
@@ -29,6 +36,7 @@
 mod body;
 mod builder;
 mod conn;
+mod exec;
 mod handler;
 mod limits;
 mod server;

@@ -17,6 +17,7 @@ use crate::handler::Respond;
 pub(crate) struct Shared<H> {
     pub(crate) handler: H,
     pub(crate) http: hyper::server::conn::http1::Builder,
+    pub(crate) http2: hyper::server::conn::http2::Builder<crate::exec::LocalExec>,
     pub(crate) shutdown: ShutdownState,
     pub(crate) active: Arc<Active>,
     pub(crate) config: Config,

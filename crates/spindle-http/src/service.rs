@@ -26,6 +26,10 @@ use crate::Body;
 pub(crate) struct Origin {
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) stack_size: usize,
+    /// Whether a blocking handler for a request without a body may run inline, on the
+    /// connection fiber (HTTP/1: one request at a time). Not under HTTP/2, where that fiber
+    /// drives every stream of the connection.
+    pub(crate) inline: bool,
 }
 
 impl Origin {

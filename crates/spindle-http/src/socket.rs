@@ -38,6 +38,9 @@ pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
 
 struct Inner {
     stream: TcpStream,
+    /// Bytes read before hyper took over (the protocol sniff), given to hyper first.
+    replay: Vec<u8>,
+    replayed: usize,
     /// Bytes accepted from hyper and not yet written to the socket (`out[sent..]`).
     out: Vec<u8>,
     sent: usize,
@@ -58,9 +61,15 @@ pub(crate) struct IoHandle {
 }
 
 /// A new connection socket: the `Io` for hyper and the driver's handle. `progress` counts
-/// system calls that moved bytes.
-pub(crate) fn new(stream: TcpStream, coalesce: bool, progress: Rc<Cell<u64>>) -> (Io, IoHandle) {
-    let inner = Rc::new(RefCell::new(Inner { stream, out: Vec::new(), sent: 0, coalesce }));
+/// system calls that moved bytes; `replay` holds bytes already read from the stream.
+pub(crate) fn new(
+    stream: TcpStream,
+    coalesce: bool,
+    progress: Rc<Cell<u64>>,
+    replay: Vec<u8>,
+) -> (Io, IoHandle) {
+    let inner =
+        Rc::new(RefCell::new(Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, coalesce }));
     (Io { inner: inner.clone(), progress: progress.clone() }, IoHandle { inner, progress })
 }
 
@@ -126,9 +135,19 @@ impl hyper::rt::Read for Io {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let mut inner = self.inner.borrow_mut();
+        if inner.replayed < inner.replay.len() {
+            let n = buf.remaining().min(inner.replay.len() - inner.replayed);
+            buf.put_slice(&inner.replay[inner.replayed..inner.replayed + n]);
+            inner.replayed += n;
+            if inner.replayed == inner.replay.len() {
+                inner.replay = Vec::new();
+                inner.replayed = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
         let res = Pin::new(&mut inner.stream).poll_read(cx, buf);
         if res.is_ready() {
             touch(&self.progress);
