@@ -53,6 +53,8 @@ pub(crate) struct Config {
     shutdown_timeout: Duration,
     pub(crate) nodelay: bool,
     pub(crate) stack_size: usize,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for Builder {
@@ -80,6 +82,8 @@ impl Builder {
                 shutdown_timeout: Duration::from_secs(30),
                 nodelay: true,
                 stack_size: spindle::DEFAULT_STACK_SIZE,
+                #[cfg(feature = "tls")]
+                tls: None,
             },
         }
     }
@@ -110,6 +114,14 @@ impl Builder {
     /// 100); each has its own send buffer of up to `max_buf_size`.
     pub fn max_concurrent_streams(mut self, n: u32) -> Builder {
         self.config.max_concurrent_streams = n.max(1);
+        self
+    }
+
+    /// Serves HTTPS: every connection is TLS (rustls), HTTP/2 or HTTP/1.1 chosen by ALPN
+    /// (feature `tls`). See [`TlsConfig`](crate::TlsConfig).
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Builder {
+        self.config.tls = Some(tls);
         self
     }
 
@@ -242,7 +254,12 @@ impl Builder {
     }
 
     fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
-        let config = self.config;
+        #[allow(unused_mut)]
+        let mut config = self.config;
+        #[cfg(feature = "tls")]
+        {
+            config.tls = config.tls.map(|tls| tls.with_alpn(config.http2));
+        }
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(spindle::hyper_rt::Timer)
             .keep_alive(config.keep_alive)

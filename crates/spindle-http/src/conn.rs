@@ -16,7 +16,7 @@ use spindle::net::{TcpListener, TcpStream};
 use crate::handler::Respond;
 use crate::server::Shared;
 use crate::service::{Origin, Service};
-use crate::socket;
+use crate::socket::{self, Transport};
 
 /// Keeps this fiber's waker in the server's shutdown list while it waits, so that
 /// `Server::shutdown` can wake it.
@@ -148,23 +148,74 @@ fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8
     })
 }
 
-fn serve_connection<H: Respond>(mut stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
+/// Opens the connection: the TLS handshake (feature `tls`, protocol by ALPN) or the sniff
+/// for HTTP/2's preface. `None`: closed before a request could be read.
+fn open<H>(
+    mut stream: TcpStream,
+    peer: Option<SocketAddr>,
+    shared: &Shared<H>,
+) -> Option<(Transport, Proto, Vec<u8>)> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &shared.config.tls {
+        let stream = handshake(stream, peer, tls, shared)?;
+        let h2 = shared.config.http2 && crate::tls::negotiated_h2(&stream);
+        let proto = if h2 { Proto::Http2 } else { Proto::Http1 };
+        return Some((Transport::Tls(Box::new(stream)), proto, Vec::new()));
+    }
+    let _ = peer;
+    if !shared.config.http2 {
+        return Some((Transport::Plain(stream), Proto::Http1, Vec::new()));
+    }
+    let (proto, replay) = sniff(&mut stream, shared)?;
+    Some((Transport::Plain(stream), proto, replay))
+}
+
+/// The server side of the TLS handshake, bounded by the handshake timeout and shutdown.
+#[cfg(feature = "tls")]
+fn handshake<H>(
+    stream: TcpStream,
+    peer: Option<SocketAddr>,
+    tls: &crate::tls::TlsConfig,
+    shared: &Shared<H>,
+) -> Option<crate::tls::ServerStream> {
+    let mut accept = crate::tls::acceptor(tls).accept(stream);
+    let mut deadline = spindle::time::sleep_future(tls.handshake_timeout);
+    let mut watch = ShutdownWatch::new(shared);
+    let result = spindle::task::block_on(poll_fn(|cx| {
+        if let Poll::Ready(r) = Pin::new(&mut accept).poll(cx) {
+            return Poll::Ready(r);
+        }
+        if watch.poll(cx) {
+            return Poll::Ready(Err(std::io::Error::other("server shutting down")));
+        }
+        if Pin::new(&mut deadline).poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("not finished within {:?}", tls.handshake_timeout),
+            )));
+        }
+        Poll::Pending
+    }));
+    match result {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            let peer = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
+            log::debug!("spindle-http: TLS handshake with {peer} failed: {e}");
+            None
+        }
+    }
+}
+
+fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
     let config = &shared.config;
     if config.nodelay {
         let _ = stream.set_nodelay(true);
     }
-    let (proto, replay) = if config.http2 {
-        match sniff(&mut stream, shared) {
-            Some(found) => found,
-            None => return,
-        }
-    } else {
-        (Proto::Http1, Vec::new())
-    };
+    let Some((transport, proto, replay)) = open(stream, peer, shared) else { return };
     let state = ConnState::default();
     // HTTP/2 frames are batched by h2 itself: no coalescing there.
     let coalesce = config.pipeline_flush && proto == Proto::Http1;
-    let (io, handle) = socket::new(stream, coalesce, state.progress.clone(), replay);
+    let (io, handle) = socket::new(transport, coalesce, state.progress.clone(), replay);
     let origin = Origin { peer, stack_size: config.stack_size, inline: proto == Proto::Http1 };
     let service = Service {
         shared: shared.clone(),

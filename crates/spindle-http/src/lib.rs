@@ -43,10 +43,16 @@ mod server;
 mod service;
 mod socket;
 mod timer;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use body::{Body, BoxError};
 pub use builder::{Accept, Builder};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
 pub use limits::{LimitError, MinRate};
+#[cfg(feature = "tls")]
+pub use rustls;
 pub use server::{Server, ShutdownHandle, ShutdownReport};
 pub use timer::{HyperSleep, SpindleTimer};
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;

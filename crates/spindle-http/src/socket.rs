@@ -36,8 +36,90 @@ use spindle::net::TcpStream;
 /// The most bytes the coalescing buffer holds.
 pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
 
+/// The byte stream under hyper: a plain socket, or TLS over one.
+pub(crate) enum Transport {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::tls::ServerStream>),
+}
+
+impl Transport {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: hyper::rt::ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => {
+                let mut buf = buf;
+                // rustls copies plaintext out of its buffer; `buf` is uninitialised memory,
+                // which this crate (no `unsafe`) cannot hand out as `&mut [u8]`: go through
+                // a small stack buffer.
+                let mut chunk = [0u8; 4096];
+                let want = buf.remaining().min(chunk.len());
+                let n = std::task::ready!(futures_io::AsyncRead::poll_read(
+                    Pin::new(&mut **s),
+                    cx,
+                    &mut chunk[..want]
+                ))?;
+                buf.put_slice(&chunk[..n]);
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Write::poll_write(Pin::new(s), cx, data),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
+        }
+    }
+
+    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Write::poll_write_vectored(Pin::new(s), cx, bufs),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs),
+        }
+    }
+
+    /// Pushes out what the transport itself buffered (TLS records); a no-op for a socket.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(_) => {
+                let _ = cx;
+                Poll::Ready(Ok(()))
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
+        }
+    }
+
+    /// Ends the transport's own protocol: TLS sends `close_notify` and half-closes; a plain
+    /// socket is left open (closing it ends the connection anyway, and after a parse error
+    /// the driver still writes and lingers, conn.rs).
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(_) => {
+                let _ = cx;
+                Poll::Ready(Ok(()))
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
+        }
+    }
+
+    /// The TCP socket underneath.
+    pub(crate) fn into_tcp(self) -> TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => s.into_inner().0,
+        }
+    }
+}
+
 struct Inner {
-    stream: TcpStream,
+    stream: Transport,
     /// Bytes read before hyper took over (the protocol sniff), given to hyper first.
     replay: Vec<u8>,
     replayed: usize,
@@ -63,7 +145,7 @@ pub(crate) struct IoHandle {
 /// A new connection socket: the `Io` for hyper and the driver's handle. `progress` counts
 /// system calls that moved bytes; `replay` holds bytes already read from the stream.
 pub(crate) fn new(
-    stream: TcpStream,
+    stream: Transport,
     coalesce: bool,
     progress: Rc<Cell<u64>>,
     replay: Vec<u8>,
@@ -86,8 +168,7 @@ impl Inner {
     /// is full (`Pending`, woken when writable) or an error.
     fn poll_drain(&mut self, cx: &mut Context<'_>, progress: &Cell<u64>) -> Poll<io::Result<()>> {
         while self.sent < self.out.len() {
-            let n = match hyper::rt::Write::poll_write(Pin::new(&mut self.stream), cx, &self.out[self.sent..])
-            {
+            let n = match self.stream.poll_write(cx, &self.out[self.sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -98,7 +179,7 @@ impl Inner {
         }
         self.out.clear();
         self.sent = 0;
-        Poll::Ready(Ok(()))
+        self.stream.poll_flush(cx)
     }
 
     /// Room for `len` more bytes: drains the buffer first when they would not fit.
@@ -127,7 +208,7 @@ impl IoHandle {
 
     /// The stream, once hyper's connection (which holds the other reference) is dropped.
     pub(crate) fn into_stream(self) -> Option<TcpStream> {
-        Rc::try_unwrap(self.inner).ok().map(|inner| inner.into_inner().stream)
+        Rc::try_unwrap(self.inner).ok().map(|inner| inner.into_inner().stream.into_tcp())
     }
 }
 
@@ -148,7 +229,7 @@ impl hyper::rt::Read for Io {
             }
             return Poll::Ready(Ok(()));
         }
-        let res = Pin::new(&mut inner.stream).poll_read(cx, buf);
+        let res = inner.stream.poll_read(cx, buf);
         if res.is_ready() {
             touch(&self.progress);
         }
@@ -169,7 +250,7 @@ impl hyper::rt::Write for Io {
                 other => return other.map_ok(|_| 0),
             }
         }
-        let res = Pin::new(&mut inner.stream).poll_write(cx, buf);
+        let res = inner.stream.poll_write(cx, buf);
         if res.is_ready() {
             touch(&self.progress);
         }
@@ -193,7 +274,7 @@ impl hyper::rt::Write for Io {
                 other => return other.map_ok(|_| 0),
             }
         }
-        let res = Pin::new(&mut inner.stream).poll_write_vectored(cx, bufs);
+        let res = inner.stream.poll_write_vectored(cx, bufs);
         if res.is_ready() {
             touch(&self.progress);
         }
@@ -211,8 +292,8 @@ impl hyper::rt::Write for Io {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Drain, but leave the socket open: closing it ends the connection anyway, and after
-        // a parse error the driver still writes and lingers (conn.rs).
-        self.inner.borrow_mut().poll_drain(cx, &self.progress)
+        let mut inner = self.inner.borrow_mut();
+        std::task::ready!(inner.poll_drain(cx, &self.progress))?;
+        inner.stream.poll_shutdown(cx)
     }
 }
