@@ -1,5 +1,5 @@
-//! spindle-http: an HTTP/1.1 and HTTP/2 server on spindle fibers, with hyper 1.x as the
-//! protocol engine.
+//! spindle-http: an HTTP/1.1 and HTTP/2 server and client on spindle fibers, with hyper 1.x
+//! as the protocol engine.
 //!
 //! Each connection runs in its own fiber, which drives hyper's `serve_connection` future
 //! with [`spindle::task::block_on`]. A handler is either a plain blocking function, called on
@@ -28,6 +28,9 @@
 //! drives every stream of the connection), and an async handler's future is polled by a
 //! task pinned to the connection's worker.
 //!
+//! [`Client`] is the HTTP client (HTTP/1.1, HTTP/2, a connection pool), blocking style in
+//! fibers and futures in tasks; the `tls` feature adds HTTPS to both sides (`TlsConfig`).
+//!
 //! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
 //! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
 
@@ -35,6 +38,7 @@
 
 mod body;
 mod builder;
+mod client;
 mod conn;
 mod exec;
 mod handler;
@@ -48,6 +52,7 @@ mod tls;
 
 pub use body::{Body, BoxError};
 pub use builder::{Accept, Builder};
+pub use client::{Client, ClientBuilder, Error as ClientError, ErrorKind as ClientErrorKind};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
 pub use limits::{LimitError, MinRate};
 #[cfg(feature = "tls")]

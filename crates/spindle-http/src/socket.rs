@@ -41,6 +41,8 @@ pub(crate) enum Transport {
     Plain(TcpStream),
     #[cfg(feature = "tls")]
     Tls(Box<crate::tls::ServerStream>),
+    #[cfg(feature = "tls")]
+    TlsClient(Box<futures_rustls::client::TlsStream<TcpStream>>),
 }
 
 impl Transport {
@@ -48,21 +50,9 @@ impl Transport {
         match self {
             Transport::Plain(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
             #[cfg(feature = "tls")]
-            Transport::Tls(s) => {
-                let mut buf = buf;
-                // rustls copies plaintext out of its buffer; `buf` is uninitialised memory,
-                // which this crate (no `unsafe`) cannot hand out as `&mut [u8]`: go through
-                // a small stack buffer.
-                let mut chunk = [0u8; 4096];
-                let want = buf.remaining().min(chunk.len());
-                let n = std::task::ready!(futures_io::AsyncRead::poll_read(
-                    Pin::new(&mut **s),
-                    cx,
-                    &mut chunk[..want]
-                ))?;
-                buf.put_slice(&chunk[..n]);
-                Poll::Ready(Ok(()))
-            }
+            Transport::Tls(s) => tls_read(&mut **s, cx, buf),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => tls_read(&mut **s, cx, buf),
         }
     }
 
@@ -71,6 +61,8 @@ impl Transport {
             Transport::Plain(s) => hyper::rt::Write::poll_write(Pin::new(s), cx, data),
             #[cfg(feature = "tls")]
             Transport::Tls(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
         }
     }
 
@@ -79,6 +71,10 @@ impl Transport {
             Transport::Plain(s) => hyper::rt::Write::poll_write_vectored(Pin::new(s), cx, bufs),
             #[cfg(feature = "tls")]
             Transport::Tls(s) => futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => {
+                futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs)
+            }
         }
     }
 
@@ -91,6 +87,8 @@ impl Transport {
             }
             #[cfg(feature = "tls")]
             Transport::Tls(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
         }
     }
 
@@ -105,6 +103,8 @@ impl Transport {
             }
             #[cfg(feature = "tls")]
             Transport::Tls(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
         }
     }
 
@@ -114,8 +114,26 @@ impl Transport {
             Transport::Plain(s) => s,
             #[cfg(feature = "tls")]
             Transport::Tls(s) => s.into_inner().0,
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => s.into_inner().0,
         }
     }
+}
+
+/// A TLS read into hyper's buffer. rustls copies plaintext out of its own buffer; `buf` is
+/// uninitialised memory, which this crate (no `unsafe`) cannot hand out as `&mut [u8]`: go
+/// through a small stack buffer.
+#[cfg(feature = "tls")]
+fn tls_read<S: futures_io::AsyncRead + Unpin>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    mut buf: hyper::rt::ReadBufCursor<'_>,
+) -> Poll<io::Result<()>> {
+    let mut chunk = [0u8; 4096];
+    let want = buf.remaining().min(chunk.len());
+    let n = std::task::ready!(futures_io::AsyncRead::poll_read(Pin::new(s), cx, &mut chunk[..want]))?;
+    buf.put_slice(&chunk[..n]);
+    Poll::Ready(Ok(()))
 }
 
 struct Inner {
@@ -285,10 +303,15 @@ impl hyper::rt::Write for Io {
         true
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Deferred to the driver (see the module doc), which drains when hyper has nothing
-        // more to do in this poll.
-        Poll::Ready(Ok(()))
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.coalesce {
+            // Deferred to the driver (see the module doc), which drains when hyper has
+            // nothing more to do in this poll.
+            return Poll::Ready(Ok(()));
+        }
+        // Nothing is coalesced; push out what the transport buffered (TLS records).
+        inner.poll_drain(cx, &self.progress)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
