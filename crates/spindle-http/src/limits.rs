@@ -222,10 +222,36 @@ fn host_ok<B>(req: &Request<B>) -> bool {
     match first {
         None => req.version() != Version::HTTP_11,
         // Empty is allowed (a target without an authority); otherwise uri-host [":" port].
-        Some(v) => {
-            v.is_empty()
-                || (!v.as_bytes().contains(&b'@')
-                    && hyper::http::uri::Authority::try_from(v.as_bytes()).is_ok())
-        }
+        Some(v) => v.is_empty() || valid_host(v.as_bytes()),
     }
+}
+
+/// `uri-host [":" port]` (RFC 3986: a reg-name or IPv4 of unreserved, pct-encoded and
+/// sub-delim characters, or a bracketed IP literal), checked without allocating.
+fn valid_host(v: &[u8]) -> bool {
+    let (host, port) = match v.first() {
+        Some(b'[') => match v.iter().position(|&b| b == b']') {
+            Some(end) => {
+                let literal = &v[1..end];
+                if literal.is_empty() || !literal.iter().all(|b| b.is_ascii_hexdigit() || b":.".contains(b)) {
+                    return false;
+                }
+                (&v[..=end], &v[end + 1..])
+            }
+            None => return false,
+        },
+        _ => match v.iter().position(|&b| b == b':') {
+            Some(colon) => (&v[..colon], &v[colon..]),
+            None => (v, &v[v.len()..]),
+        },
+    };
+    let reg_name_ok = host.first() == Some(&b'[')
+        || (!host.is_empty()
+            && host.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)));
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    reg_name_ok && port_ok
 }

@@ -66,7 +66,7 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
         self.requests.set(self.requests.get() + 1);
         let body_limits = self.shared.config.body_limits;
         if let Some(refused) = limits::precheck(&req, &body_limits) {
-            return ResponseFuture { inner: None, early: Some(refused), fault: Fault::default() };
+            return ResponseFuture::Early { response: Some(refused) };
         }
         let busy = Busy::enter(&self.busy);
         let mut fault = Fault::default();
@@ -79,28 +79,31 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
             }
         });
         let inner = self.shared.handler.respond(req, busy, &self.origin);
-        ResponseFuture { inner: Some(inner), early: None, fault }
+        ResponseFuture::Handler { inner, fault }
     }
 }
 
 pin_project_lite::pin_project! {
-    pub(crate) struct ResponseFuture<F> {
-        #[pin]
-        inner: Option<F>,
-        early: Option<Response<Body>>,
-        fault: Fault,
+    /// The handler's response future, or an answer decided before the handler (one variant:
+    /// hyper moves this future around once per request, so it is kept small).
+    #[project = ResponseProj]
+    pub(crate) enum ResponseFuture<F> {
+        Early { response: Option<Response<Body>> },
+        Handler { #[pin] inner: F, fault: Fault },
     }
 }
 
 impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
     type Output = Result<Response<Body>, Infallible>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        if let Some(res) = this.early.take() {
-            return Poll::Ready(Ok(res));
+        match self.project() {
+            ResponseProj::Early { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("spindle-http response future polled after completion"))),
+            ResponseProj::Handler { inner, fault } => {
+                let res = std::task::ready!(inner.poll(cx));
+                Poll::Ready(Ok(fault.response().unwrap_or(res)))
+            }
         }
-        let inner = this.inner.as_pin_mut().expect("spindle-http response future polled after completion");
-        let res = std::task::ready!(inner.poll(cx));
-        Poll::Ready(Ok(this.fault.response().unwrap_or(res)))
     }
 }

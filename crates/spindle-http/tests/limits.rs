@@ -153,6 +153,9 @@ fn host_is_required_once_in_http11() {
         "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a:b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
         "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
     ] {
         let out = raw_exchange(addr, bad.as_bytes());

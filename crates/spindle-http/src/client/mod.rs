@@ -297,7 +297,9 @@ impl Client {
     }
 
     /// Sends `req` (an absolute URL); the future resolves to the response once its head has
-    /// arrived. For async tasks (and any future polled on a spindle worker).
+    /// arrived. For async tasks: the future is not `Send` (a new connection's socket wrapper
+    /// is worker-local), so poll it on one worker, in a `spindle::task::spawn_local` task or
+    /// with `spindle::task::block_on`.
     pub fn send<B: Into<Body>>(
         &self,
         req: Request<B>,
