@@ -65,8 +65,10 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         self.requests.set(self.requests.get() + 1);
         let body_limits = self.shared.config.body_limits;
+        // HTTP/2 has no `Connection` header (a refused stream is reset; the connection lives).
+        let http2 = !self.origin.inline;
         if let Some(refused) = limits::precheck(&req, &body_limits) {
-            return ResponseFuture::Early { response: Some(refused) };
+            return ResponseFuture::Early { response: Some(without_connection_header(refused, http2)) };
         }
         let busy = Busy::enter(&self.busy);
         let mut fault = Fault::default();
@@ -79,8 +81,15 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
             }
         });
         let inner = self.shared.handler.respond(req, busy, &self.origin);
-        ResponseFuture::Handler { inner, fault }
+        ResponseFuture::Handler { inner, fault, http2 }
     }
+}
+
+fn without_connection_header(mut res: Response<Body>, http2: bool) -> Response<Body> {
+    if http2 {
+        res.headers_mut().remove(hyper::header::CONNECTION);
+    }
+    res
 }
 
 pin_project_lite::pin_project! {
@@ -89,7 +98,7 @@ pin_project_lite::pin_project! {
     #[project = ResponseProj]
     pub(crate) enum ResponseFuture<F> {
         Early { response: Option<Response<Body>> },
-        Handler { #[pin] inner: F, fault: Fault },
+        Handler { #[pin] inner: F, fault: Fault, http2: bool },
     }
 }
 
@@ -100,9 +109,10 @@ impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
             ResponseProj::Early { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("spindle-http response future polled after completion"))),
-            ResponseProj::Handler { inner, fault } => {
+            ResponseProj::Handler { inner, fault, http2 } => {
                 let res = std::task::ready!(inner.poll(cx));
-                Poll::Ready(Ok(fault.response().unwrap_or(res)))
+                let replaced = fault.response().map(|r| without_connection_header(r, *http2));
+                Poll::Ready(Ok(replaced.unwrap_or(res)))
             }
         }
     }
