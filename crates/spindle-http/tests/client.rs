@@ -224,3 +224,18 @@ fn client_outside_a_runtime_says_so() {
     let err = Client::new().get("http://127.0.0.1:9/").unwrap_err();
     assert_eq!(err.kind(), ClientErrorKind::NoRuntime, "{err}");
 }
+
+#[test]
+fn server_that_closes_at_once_is_a_protocol_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let closer = std::thread::spawn(move || {
+        if let Ok((s, _)) = listener.accept() {
+            drop(s);
+        }
+    });
+    let client = Client::builder().request_timeout(None).build();
+    let err = runtime().block_on(move || client.get(&url).unwrap_err());
+    assert_eq!(err.kind(), ClientErrorKind::Protocol, "{err}");
+    closer.join().unwrap();
+}

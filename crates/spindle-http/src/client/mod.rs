@@ -336,22 +336,27 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
         let checkout =
             poll_fn(|cx| inner.pool.poll_checkout(cx, &key, config.max_connections_per_host, h2_wanted))
                 .await;
-        let mut conn = match checkout {
-            Checkout::Reuse(conn) => conn,
+        let (mut conn, fresh) = match checkout {
+            Checkout::Reuse(conn) => (conn, false),
             Checkout::Open(guard) => {
                 let conn = connect::open(&key, config, guard).await?;
                 inner.pool.set_h2(&key, &conn);
-                conn
+                (conn, true)
             }
         };
-        // A pooled HTTP/1.1 connection may still be finishing its previous exchange, or
-        // have been closed by the server meanwhile: then take another.
+        // A pooled connection may still be finishing its previous exchange, or have been
+        // closed by the server meanwhile: then take another. A new one that is not usable
+        // is an error (no retry loop against a server that closes at once).
         let ready = match &mut conn {
-            Conn::H1 { sender, .. } => sender.ready().await.is_ok(),
-            Conn::H2 { sender, .. } => sender.ready().await.is_ok(),
+            Conn::H1 { sender, .. } => sender.ready().await,
+            Conn::H2 { sender, .. } => sender.ready().await,
         };
-        if ready {
-            break conn;
+        match ready {
+            Ok(()) => break conn,
+            Err(e) if fresh => {
+                return Err(Error::with_source(ErrorKind::Protocol, format!("new connection to {key}"), e))
+            }
+            Err(_) => {}
         }
     };
     match conn {
