@@ -189,7 +189,12 @@ impl Builder {
         let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
         Ok((
             cell,
-            JoinHandle { cell: output, registered: std::cell::Cell::new(false), _not_sync: PhantomData },
+            JoinHandle {
+                cell: output,
+                registered: std::cell::Cell::new(false),
+                forward: None,
+                _not_sync: PhantomData,
+            },
         ))
     }
 }
@@ -272,7 +277,71 @@ pub struct JoinHandle<T> {
     cell: Arc<FiberCell<dyn Output<T>>>,
     /// The join slot takes one waiter, once: set when `wait_until` registered the caller.
     registered: std::cell::Cell<bool>,
+    /// Set when a poll registered: the join slot's waiter, which wakes the latest poller.
+    forward: Option<Arc<ForwardWake>>,
     _not_sync: PhantomData<*const ()>,
+}
+
+/// The join slot's waiter for a handle that is awaited: the slot takes one waiter for good,
+/// while each poll may bring another waker, so the slot wakes this, which wakes the latest.
+#[derive(Default)]
+struct ForwardWake(std::sync::Mutex<Option<std::task::Waker>>);
+
+impl std::task::Wake for ForwardWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waker = crate::sync::lock(&self.0).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// Awaiting a fiber's handle (from an async task, or in `select!`) gives what
+/// [`JoinHandle::join`] gives, without blocking the worker.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// let fiber = rt.spawn(|| 6 * 7);
+/// let task = rt.spawn_async(async move { fiber.await.unwrap() });
+/// assert_eq!(task.join().unwrap(), 42);
+/// ```
+impl<T> std::future::Future for JoinHandle<T> {
+    type Output = thread::Result<T>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.get_mut();
+        let header = &this.cell.header;
+        if !header.is_complete() {
+            match &this.forward {
+                Some(forward) => *crate::sync::lock(&forward.0) = Some(cx.waker().clone()),
+                None => {
+                    assert!(
+                        !this.registered.get(),
+                        "a fiber JoinHandle that a blocking call waited on cannot then be awaited"
+                    );
+                    let forward = Arc::new(ForwardWake(std::sync::Mutex::new(Some(cx.waker().clone()))));
+                    let waker = std::task::Waker::from(forward.clone());
+                    this.registered.set(true);
+                    this.forward = Some(forward);
+                    if header.set_join_waiter(Waiter::Task(waker)) {
+                        return std::task::Poll::Pending;
+                    }
+                }
+            }
+            // Completion may have come before the waker was stored: check again.
+            if !header.is_complete() {
+                return std::task::Poll::Pending;
+            }
+        }
+        std::task::Poll::Ready(this.cell.stage.take())
+    }
 }
 
 // SAFETY: the handle only reaches the result through the join protocol (module `cell`,
@@ -285,12 +354,43 @@ impl<T> JoinHandle<T> {
     /// fiber; on any other thread it blocks the thread.
     pub fn join(self) -> thread::Result<T> {
         let header = &self.cell.header;
+        assert!(self.forward.is_none(), "a fiber JoinHandle that was polled as a future must be awaited");
         if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
                 crate::sync::waiter::park_on("join");
             }
         }
         self.cell.stage.take()
+    }
+
+    /// Waits at most `timeout` for the fiber: `Ok` with what [`join`](Self::join) gives, or,
+    /// if it is still running, `Err` with the handle back (to join or cancel later). The
+    /// caller becomes the fiber's joiner: join it later from the same fiber or thread.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// rt.block_on(|| {
+    ///     let slow = spindle::spawn(|| spindle::time::sleep(Duration::from_millis(50)));
+    ///     let slow = slow.join_timeout(Duration::from_millis(1)).unwrap_err();
+    ///     slow.join().unwrap();
+    /// });
+    /// ```
+    pub fn join_timeout(self, timeout: std::time::Duration) -> Result<thread::Result<T>, JoinHandle<T>> {
+        match crate::sync::wait::deadline_in(timeout) {
+            Some(deadline) => self.join_deadline(deadline),
+            None => Ok(self.join()),
+        }
+    }
+
+    /// Waits until `deadline` at the latest for the fiber; see [`join_timeout`](Self::join_timeout).
+    pub fn join_deadline(self, deadline: std::time::Instant) -> Result<thread::Result<T>, JoinHandle<T>> {
+        assert!(self.forward.is_none(), "a fiber JoinHandle that was polled as a future must be awaited");
+        if self.wait_until(deadline) {
+            Ok(self.cell.stage.take())
+        } else {
+            Err(self)
+        }
     }
 
     /// Cancels the fiber: it unwinds (running destructors) with a [`Cancelled`] payload at its

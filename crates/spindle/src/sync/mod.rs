@@ -5,13 +5,16 @@
 //! dropped peer is reported as an error, never as a hang.
 
 pub mod channel;
+mod channel_wait;
 pub mod mutex;
 pub mod oneshot;
+pub(crate) mod wait;
 pub(crate) mod waiter;
 pub mod waitgroup;
 
 pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
-pub use mutex::{Mutex, MutexGuard};
+pub use channel_wait::{RecvFuture, RecvTimeoutError, SendFuture, SendTimeoutError};
+pub use mutex::{LockFuture, Mutex, MutexGuard};
 pub use oneshot::oneshot;
 pub use waitgroup::WaitGroup;
 

@@ -15,16 +15,21 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::thread::{self, Thread};
+use std::time::Instant;
 
 use crate::fiber::cell::FiberRef;
 use crate::sched::worker;
+use crate::sched::worker::TimerHandle;
 
-/// A parked fiber or thread that can be woken.
+/// A parked fiber or thread that can be woken, or the waker of a pending future.
 #[derive(Debug)]
 pub(crate) enum Waiter {
     Fiber(FiberRef),
     Thread(Thread),
+    /// A future's waker (an async task, or a fiber in `block_on`/`select!`).
+    Task(Waker),
 }
 
 impl Waiter {
@@ -44,7 +49,13 @@ impl Waiter {
         match self {
             Waiter::Fiber(fiber) => worker::unpark(fiber),
             Waiter::Thread(thread) => thread.unpark(),
+            Waiter::Task(waker) => waker.wake_by_ref(),
         }
+    }
+
+    /// Whether waking `self` wakes the task behind `waker` (so a re-poll need not requeue).
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        matches!(self, Waiter::Task(w) if w.will_wake(waker))
     }
 }
 
@@ -61,6 +72,35 @@ pub(crate) fn park_on(reason: &'static str) {
     }
 }
 
+/// Like [`park_on`], but returns by `deadline` at the latest (`None`: no deadline). A fiber
+/// arms a timer on its worker's wheel for the park (cancelled on every way out); a thread uses
+/// `std::thread::park_timeout`. May return spuriously: callers re-check their condition and
+/// the clock.
+pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
+    let Some(deadline) = deadline else { return park_on(reason) };
+    let now = Instant::now();
+    if now >= deadline {
+        return;
+    }
+    match worker::current() {
+        Some(w) if w.current_fiber().is_some() => {
+            struct CancelTimer(TimerHandle);
+            impl Drop for CancelTimer {
+                fn drop(&mut self) {
+                    if let Some(w) = worker::current() {
+                        w.cancel_timer(self.0);
+                    }
+                }
+            }
+            let _timer = CancelTimer(w.add_timer(deadline, w.current_waker()));
+            w.park_fiber(reason);
+        }
+        // In a task this panics with the message that blocking calls belong in fibers.
+        Some(w) => w.park_fiber(reason),
+        None => thread::park_timeout(deadline - now),
+    }
+}
+
 /// One waiter, queued or not.
 #[derive(Debug)]
 pub(crate) struct WaitNode {
@@ -73,6 +113,16 @@ impl WaitNode {
     /// A node for the caller (the running fiber, else the current thread), not queued.
     pub(crate) fn new() -> Arc<WaitNode> {
         Arc::new(WaitNode { waiter: Waiter::current(), queued: AtomicBool::new(false) })
+    }
+
+    /// A node for the task behind `waker`, not queued.
+    pub(crate) fn for_waker(waker: &Waker) -> Arc<WaitNode> {
+        Arc::new(WaitNode { waiter: Waiter::Task(waker.clone()), queued: AtomicBool::new(false) })
+    }
+
+    /// Whether waking this node wakes the task behind `waker`.
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        self.waiter.will_wake(waker)
     }
 
     /// Whether the node is in its list (read under the list's lock).
