@@ -8,6 +8,7 @@ pub mod channel;
 mod channel_wait;
 pub mod mutex;
 pub mod oneshot;
+pub mod select;
 pub(crate) mod wait;
 pub(crate) mod waiter;
 pub mod waitgroup;
