@@ -49,7 +49,7 @@ unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 
 /// Exclusive access to the value of a [`Mutex`]; unlocks on drop.
 pub struct MutexGuard<'a, T: ?Sized> {
-    mutex: &'a Mutex<T>,
+    pub(super) mutex: &'a Mutex<T>,
 }
 
 // SAFETY: a guard only gives &T to other threads when shared, which needs T: Sync.
@@ -175,7 +175,7 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
-    fn unlock(&self) {
+    pub(super) fn unlock(&self) {
         self.locked.store(false, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let next = lock(&self.queue).pop();

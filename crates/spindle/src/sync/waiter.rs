@@ -150,6 +150,11 @@ impl WaitList {
         }
     }
 
+    /// Whether no waiter is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
     /// Removes the oldest waiter and returns it for waking (wake it after unlocking).
     pub(crate) fn pop(&mut self) -> Option<Arc<WaitNode>> {
         let node = self.nodes.pop_front()?;
