@@ -8,13 +8,15 @@
 //!
 //! Soundness rules (see `docs/ARCHITECTURE.md`):
 //! - A fiber never changes thread once it has started, so thread-locals and `!Send` values
-//!   on its stack stay on their thread.
+//!   on its stack stay on their thread. Thread-locals belong to the worker, shared by all its
+//!   fibers; per-fiber state goes in [`fiber_local!`](crate::fiber_local) statics.
 //! - Every stack has a guard page; an overflow aborts with a message naming the fiber.
 //! - A panic is caught at the fiber's entry and handed to [`JoinHandle::join`]; it never
 //!   unwinds across a context switch.
 
 pub(crate) mod arch;
 pub(crate) mod cell;
+mod local;
 pub(crate) mod overflow;
 pub(crate) mod stack;
 pub(crate) mod sync_word;
@@ -29,6 +31,7 @@ use std::thread;
 
 pub use cell::Cancelled;
 use cell::{FiberCell, FiberRef, Output, StageImpl};
+pub use local::FiberLocal;
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::sched::{worker, Runtime, DEFAULT_STACK_SIZE};
