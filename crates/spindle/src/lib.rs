@@ -32,6 +32,10 @@ pub mod fiber;
 pub mod hyper_rt;
 mod loom;
 pub mod net;
+/// The markers of [`BlockOn`]'s two implementations (closures and futures).
+pub mod runtime {
+    pub use crate::sched::block_on::{Async, BlockOn, Closure};
+}
 pub(crate) mod reactor;
 mod sched;
 pub mod sync;
@@ -41,7 +45,11 @@ pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
-pub use sched::{Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
+pub use sched::{BlockOn, Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
+/// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime (crate `spindle-macros`).
+pub use spindle_macros::main;
+/// `#[spindle::test]`: a `#[test]` (plain or `async`) run on a new runtime per test.
+pub use spindle_macros::test;
 
 /// Runs `f` on the current runtime's blocking thread pool, so that blocking code (file I/O,
 /// a C library, a long computation) does not stall the worker. Join the handle from a fiber
