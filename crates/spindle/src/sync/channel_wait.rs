@@ -80,8 +80,17 @@ fn send_round<T>(
     }
 }
 
+/// A value taken, and the sender to wake for the slot it freed.
+type Taken<T> = (T, Option<Arc<WaitNode>>);
+
+fn wake_one(node: Option<Arc<WaitNode>>) {
+    if let Some(n) = node {
+        waiter::wake(n);
+    }
+}
+
 /// One receive round under the lock.
-fn recv_round<T>(s: &mut State<T>) -> Option<Result<(T, Option<Arc<WaitNode>>), RecvError>> {
+fn recv_round<T>(s: &mut State<T>) -> Option<Result<Taken<T>, RecvError>> {
     match s.try_pop() {
         Ok(got) => Some(Ok(got)),
         Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
@@ -113,7 +122,7 @@ impl<T> Sender<T> {
         let mut wait = Wait::new(&self.chan.state, send_list, send_pass_on);
         match wait.block(deadline, "channel send (with timeout)", |s, _| send_round(s, &mut value)) {
             Some(Ok(wake)) => {
-                wake.map(waiter::wake);
+                wake_one(wake);
                 Ok(())
             }
             Some(Err(SendError(v))) => Err(SendTimeoutError::Disconnected(v)),
@@ -164,7 +173,7 @@ impl<T> Receiver<T> {
         let mut wait = Wait::new(&self.chan.state, recv_list, recv_pass_on);
         match wait.block(deadline, "channel recv (with timeout)", |s, _| recv_round(s)) {
             Some(Ok((value, wake))) => {
-                wake.map(waiter::wake);
+                wake_one(wake);
                 Ok(value)
             }
             Some(Err(RecvError)) => Err(RecvTimeoutError::Disconnected),
@@ -213,7 +222,7 @@ impl<T> Future for SendFuture<'_, T> {
         let value = &mut this.value;
         match this.wait.poll(cx, |s, _| send_round(s, value)) {
             Poll::Ready(Ok(wake)) => {
-                wake.map(waiter::wake);
+                wake_one(wake);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -234,7 +243,7 @@ impl<T> Future for RecvFuture<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut().wait.poll(cx, |s, _| recv_round(s)) {
             Poll::Ready(Ok((value, wake))) => {
-                wake.map(waiter::wake);
+                wake_one(wake);
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),

@@ -78,7 +78,11 @@ pub struct Select<P> {
 }
 
 impl<P> Select<P> {
-    pub fn new(n: usize, poll: P) -> Self {
+    /// `_witness` fixes the output type's last `There` to [`Never`].
+    pub fn new<O>(n: usize, poll: P, _witness: fn(Never) -> O) -> Self
+    where
+        P: FnMut(usize, &mut Context<'_>) -> Poll<O>,
+    {
         Select { n, poll }
     }
 }
@@ -100,13 +104,21 @@ impl<P> std::fmt::Debug for Select<P> {
 
 /// Blocking select: rounds in the caller (a fiber parks between rounds, a thread blocks).
 #[doc(hidden)]
-pub fn block<O>(n: usize, poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O> + Unpin) -> O {
-    crate::task::block_on(Select::new(n, poll))
+pub fn block<O>(
+    n: usize,
+    poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O> + Unpin,
+    witness: fn(Never) -> O,
+) -> O {
+    crate::task::block_on(Select::new(n, poll, witness))
 }
 
 /// One round with a waker that does nothing: the `default` branch's select.
 #[doc(hidden)]
-pub fn try_once<O>(n: usize, mut poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O>) -> Option<O> {
+pub fn try_once<O>(
+    n: usize,
+    mut poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O>,
+    _witness: fn(Never) -> O,
+) -> Option<O> {
     let mut cx = Context::from_waker(Waker::noop());
     match round(n, &mut cx, &mut poll) {
         Poll::Ready(out) => Some(out),
@@ -203,7 +215,6 @@ macro_rules! __select {
         let __n = [$($crate::__select!(@unit $f)),+].len();
         let __enabled = [$($e),+].iter().filter(|e| **e).count();
         $crate::__select!(@check $mode __enabled);
-        #[allow(unreachable_code)]
         let __poll = |__i: usize, __cx: &mut ::core::task::Context<'_>| {
             let mut __k = 0usize;
             $(
@@ -221,24 +232,21 @@ macro_rules! __select {
                 __k += 1;
             )+
             let _ = __k;
-            if false {
-                let __never: $crate::sync::select::Never = unreachable!();
-                return ::core::task::Poll::Ready($crate::__select!(@wrap [$($last)*] __never));
-            }
             unreachable!("select branch index out of range")
         };
-        $crate::__select!(@run $mode __n __poll [$(($pat, $body, [$($wrap)*]))+] [$($last)*])
+        let __witness = |__never: $crate::sync::select::Never| $crate::__select!(@wrap [$($last)*] __never);
+        $crate::__select!(@run $mode __n __poll __witness [$(($pat, $body, [$($wrap)*]))+] [$($last)*])
     }};
-    (@run block $n:ident $poll:ident $arms:tt $last:tt) => {{
-        let __out = $crate::sync::select::block($n, $poll);
+    (@run block $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        let __out = $crate::sync::select::block($n, $poll, $w);
         $crate::__select!(@match __out $arms $last)
     }};
-    (@run await $n:ident $poll:ident $arms:tt $last:tt) => {{
-        let __out = $crate::sync::select::Select::new($n, $poll).await;
+    (@run await $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        let __out = $crate::sync::select::Select::new($n, $poll, $w).await;
         $crate::__select!(@match __out $arms $last)
     }};
-    (@run (default $default:expr) $n:ident $poll:ident $arms:tt $last:tt) => {{
-        match $crate::sync::select::try_once($n, $poll) {
+    (@run (default $default:expr) $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        match $crate::sync::select::try_once($n, $poll, $w) {
             ::core::option::Option::Some(__out) => $crate::__select!(@match __out $arms $last),
             ::core::option::Option::None => $default,
         }
