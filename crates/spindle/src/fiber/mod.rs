@@ -17,6 +17,7 @@
 pub(crate) mod arch;
 pub(crate) mod cell;
 mod local;
+mod no_park;
 pub(crate) mod overflow;
 pub(crate) mod stack;
 pub(crate) mod sync_word;
@@ -32,6 +33,8 @@ use std::thread;
 pub use cell::Cancelled;
 use cell::{FiberCell, FiberRef, Output, StageImpl};
 pub use local::FiberLocal;
+pub(crate) use no_park::check as check_no_park;
+pub use no_park::{no_park, NoPark};
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::sched::{worker, Runtime, DEFAULT_STACK_SIZE};
@@ -521,6 +524,7 @@ pub fn park() {
 /// Lets the other runnable fibers of this worker run; the caller goes to the back of the
 /// queue. Returns at once when nothing else is runnable. Outside a fiber, yields the thread.
 pub fn yield_now() {
+    check_no_park("yield_now");
     match worker::current() {
         Some(worker) => worker.yield_fiber(),
         None => thread::yield_now(),

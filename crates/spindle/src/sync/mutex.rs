@@ -225,7 +225,8 @@ impl<'a, T: ?Sized> Future for LockFuture<'a, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<MutexGuard<'a, T>> {
         let this = self.get_mut();
         let mutex = this.mutex;
-        if mutex.try_acquire() {
+        // The fast path only before queueing: a queued node must leave the list on success.
+        if this.wait.is_fresh() && mutex.try_acquire() {
             return Poll::Ready(MutexGuard { mutex });
         }
         let counted = &mut this.counted;

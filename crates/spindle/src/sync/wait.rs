@@ -46,6 +46,11 @@ impl<'a, S> Wait<'a, S> {
         Wait { lock, list, pass_on, node: None }
     }
 
+    /// Whether this wait has not queued yet (so a fast path may bypass it).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.node.is_none()
+    }
+
     /// Whether a waker dequeued our node since it was queued.
     fn woken(&self) -> bool {
         self.node.as_ref().is_some_and(|n| !n.is_queued())

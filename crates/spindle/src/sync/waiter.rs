@@ -66,6 +66,7 @@ pub(crate) fn park() {
 
 /// Like [`park`], recording what the fiber waits for (shown by `Runtime::dump_fibers`).
 pub(crate) fn park_on(reason: &'static str) {
+    crate::fiber::check_no_park(reason);
     match worker::current() {
         Some(worker) => worker.park_fiber(reason),
         None => thread::park(),
@@ -78,6 +79,7 @@ pub(crate) fn park_on(reason: &'static str) {
 /// the clock.
 pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
     let Some(deadline) = deadline else { return park_on(reason) };
+    crate::fiber::check_no_park(reason);
     let now = Instant::now();
     if now >= deadline {
         return;

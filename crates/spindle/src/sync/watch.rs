@@ -61,9 +61,12 @@ pub struct Receiver<T> {
 }
 
 /// A read lock on the current value. It holds an internal (thread) lock: drop it before
-/// waiting on anything, never hold it across a park or an `.await`.
+/// waiting on anything, never hold it across a park or an `.await` (debug builds panic if a
+/// fiber parks while one is alive).
 pub struct Ref<'a, T> {
     guard: MutexGuard<'a, State<T>>,
+    /// Debug builds: parking while a `Ref` is alive panics (module `fiber::no_park`).
+    _no_park: crate::fiber::NoPark,
 }
 
 impl<T> Deref for Ref<'_, T> {
@@ -107,7 +110,7 @@ impl<T> Sender<T> {
 
     /// The current value (see [`Ref`]: do not hold it across a wait).
     pub fn borrow(&self) -> Ref<'_, T> {
-        Ref { guard: lock(&self.shared) }
+        Ref { guard: lock(&self.shared), _no_park: crate::fiber::no_park("a watch::Ref") }
     }
 
     /// A new receiver that has seen the current value.
@@ -140,14 +143,14 @@ fn round<T>(s: &mut State<T>, seen: &mut u64) -> Option<Result<(), RecvError>> {
 impl<T> Receiver<T> {
     /// The current value, without marking it seen (see [`Ref`]: do not hold it across a wait).
     pub fn borrow(&self) -> Ref<'_, T> {
-        Ref { guard: lock(&self.shared) }
+        Ref { guard: lock(&self.shared), _no_park: crate::fiber::no_park("a watch::Ref") }
     }
 
     /// The current value, marking it seen.
     pub fn borrow_and_update(&mut self) -> Ref<'_, T> {
         let guard = lock(&self.shared);
         self.seen = guard.version;
-        Ref { guard }
+        Ref { guard, _no_park: crate::fiber::no_park("a watch::Ref") }
     }
 
     /// Whether a value was sent since this receiver last saw one.
