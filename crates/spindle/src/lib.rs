@@ -21,7 +21,14 @@
 //! assert_eq!(total, 6);
 //! ```
 //!
-//! See `docs/ARCHITECTURE.md` for the design and its soundness rules.
+//! [`sync`] has the primitives a Go or tokio user reaches for (channels, [`select!`], Mutex,
+//! RwLock, Condvar, Semaphore, Notify, Barrier, WaitGroup, broadcast, watch), each blocking in
+//! fibers, with a timeout, and awaitable in tasks; [`fiber_local!`] keeps per-fiber state;
+//! [`Runtime::block_on`] takes a closure or a future, and `#[spindle::main]` /
+//! `#[spindle::test]` wrap a function in it.
+//!
+//! See `docs/ARCHITECTURE.md` for the design, its soundness rules and the rules for code on a
+//! worker.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
