@@ -250,10 +250,13 @@ where
         };
         let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         // Fiber-locals are dropped on the fiber, before completion is published.
-        let dropped =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::local::drop_all(&header.locals)));
-        if let (Ok(_), Err(payload)) = (&result, dropped) {
-            result = Err(payload);
+        if !header.locals.borrow().is_empty() {
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                super::local::drop_all(&header.locals)
+            }));
+            if let (Ok(_), Err(payload)) = (&result, dropped) {
+                result = Err(payload);
+            }
         }
         // SAFETY: as above; `state` is not used past this point, so re-borrow.
         unsafe { *self.state.get() = State::Done(result) };
