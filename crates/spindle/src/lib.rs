@@ -44,6 +44,7 @@ pub mod runtime {
     pub use crate::sched::block_on::{Async, BlockOn, Closure};
 }
 pub(crate) mod reactor;
+mod report;
 mod sched;
 pub mod sync;
 pub(crate) mod sys;

@@ -53,7 +53,8 @@ pub(crate) struct Header {
     pub(crate) stack_size: usize,
     /// Saved stack pointer while suspended (owner-only).
     pub(crate) sp: Cell<usize>,
-    /// The stack, from the first run until the fiber has finished (owner-only).
+    /// The stack: given by the spawner before the fiber is published (a spawn on a worker),
+    /// else by the owner on the first run; taken back when the fiber has finished (owner-only).
     pub(crate) stack: Cell<Option<Stack>>,
     /// The guard page range of `stack`, readable from the overflow signal handler.
     pub(crate) guard: Cell<(usize, usize)>,
@@ -167,14 +168,19 @@ impl Drop for Header {
             drop(unsafe { Arc::from_raw(owner) });
         }
         if let Some(stack) = self.stack.take() {
+            if owner.is_null() {
+                // Given at spawn and never run on: an ordinary free stack.
+                drop(stack);
+                return;
+            }
             // The fiber started and never finished, and nothing can resume it: its frames may
             // hold pinned values that other objects still point to, so the memory must not be
             // reused. Leak it (address space only; its resident pages stay).
-            log::warn!(
-                "fiber {} ({}) was dropped while suspended; its stack is leaked",
+            crate::report::warn(format_args!(
+                "spindle: fiber {} ({}) was dropped while suspended; its stack is leaked",
                 self.id,
                 self.display_name()
-            );
+            ));
             std::mem::forget(stack);
             // Its fiber-locals belong to its thread and may not be `Send`: leak them too.
             std::mem::forget(std::mem::take(self.locals.get_mut()));
@@ -249,6 +255,7 @@ where
             unreachable!("fiber stage run twice");
         };
         let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        super::cancel::end();
         // Fiber-locals are dropped on the fiber, before completion is published.
         if !header.locals.borrow().is_empty() {
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -20,6 +20,7 @@ use std::thread::{self, Thread};
 use std::time::Instant;
 
 use crate::fiber::cell::FiberRef;
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::sched::worker::TimerHandle;
 
@@ -65,11 +66,16 @@ pub(crate) fn park() {
 }
 
 /// Like [`park`], recording what the fiber waits for (shown by `Runtime::dump_fibers`).
+///
+/// # Panics
+///
+/// In an async task on a spindle worker (see `sched::caller`), naming the async alternative.
+#[track_caller]
 pub(crate) fn park_on(reason: &'static str) {
     crate::fiber::check_no_park(reason);
-    match worker::current() {
-        Some(worker) => worker.park_fiber(reason),
-        None => thread::park(),
+    match blocking_caller(reason) {
+        Caller::Fiber(worker) => worker.park_fiber(reason),
+        Caller::Thread => thread::park(),
     }
 }
 
@@ -77,15 +83,17 @@ pub(crate) fn park_on(reason: &'static str) {
 /// arms a timer on its worker's wheel for the park (cancelled on every way out); a thread uses
 /// `std::thread::park_timeout`. May return spuriously: callers re-check their condition and
 /// the clock.
+#[track_caller]
 pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
     let Some(deadline) = deadline else { return park_on(reason) };
     crate::fiber::check_no_park(reason);
+    let caller = blocking_caller(reason);
     let now = Instant::now();
     if now >= deadline {
         return;
     }
-    match worker::current() {
-        Some(w) if w.current_fiber().is_some() => {
+    match caller {
+        Caller::Fiber(w) => {
             struct CancelTimer(TimerHandle);
             impl Drop for CancelTimer {
                 fn drop(&mut self) {
@@ -97,9 +105,7 @@ pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
             let _timer = CancelTimer(w.add_timer(deadline, w.current_waker()));
             w.park_fiber(reason);
         }
-        // In a task this panics with the message that blocking calls belong in fibers.
-        Some(w) => w.park_fiber(reason),
-        None => thread::park_timeout(deadline - now),
+        Caller::Thread => thread::park_timeout(deadline - now),
     }
 }
 
