@@ -65,12 +65,16 @@ impl<'a, S> Wait<'a, S> {
 
     /// Waits until `try_take` yields, parking the fiber (or thread) between rounds; `None` once
     /// `deadline` has passed.
+    #[track_caller]
     pub(crate) fn block<R>(
         &mut self,
         deadline: Option<Instant>,
         reason: &'static str,
         mut try_take: impl FnMut(&mut S, bool) -> Option<R>,
     ) -> Option<R> {
+        // A blocking-style wait from an async task panics at once, whether or not it would
+        // have to park (module `sched::caller`).
+        let _ = crate::sched::caller::blocking_caller(reason);
         loop {
             let mut state = lock(self.lock);
             let woken = self.woken();
