@@ -168,3 +168,17 @@ fn fiber_join_timeout_gives_the_handle_back() {
         assert_eq!(quick.join_deadline(Instant::now() + Duration::from_secs(30)).ok().unwrap().unwrap(), 1);
     });
 }
+
+#[test]
+fn task_join_timeout_gives_the_handle_back() {
+    let rt = Runtime::new().unwrap();
+    let (tx, rx) = oneshot::<u8>();
+    let h = rt.spawn_async(async move { rx.await.unwrap() + 1 });
+    let h = h.join_timeout(SHORT).expect_err("the task waits for the oneshot");
+    tx.send(1).unwrap();
+    assert_eq!(h.join_deadline(Instant::now() + Duration::from_secs(30)).ok().unwrap().unwrap(), 2);
+    rt.block_on(|| {
+        let h = spindle::task::spawn_async(async { 5 });
+        assert_eq!(h.join_timeout(Duration::from_secs(30)).ok().unwrap().unwrap(), 5);
+    });
+}
