@@ -182,3 +182,13 @@ fn task_join_timeout_gives_the_handle_back() {
         assert_eq!(h.join_timeout(Duration::from_secs(30)).ok().unwrap().unwrap(), 5);
     });
 }
+
+#[test]
+fn spawn_blocking_join_timeout_gives_the_handle_back() {
+    let rt = Runtime::new().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let h = rt.spawn_blocking(move || rx.recv().map(|()| 3));
+    let h = h.join_timeout(SHORT).expect_err("the job waits for us");
+    tx.send(()).unwrap();
+    assert_eq!(h.join_deadline(Instant::now() + Duration::from_secs(30)).ok().unwrap().unwrap(), Ok(3));
+}
