@@ -152,3 +152,20 @@ fn losing_branches_lose_no_message_under_contention() {
     assert_eq!(count, total);
     assert_eq!(sum, total * (total + 1) / 2);
 }
+
+#[test]
+fn blocking_select_in_a_task_panics_pointing_to_select_async() {
+    let rt = spindle::Runtime::new().unwrap();
+    let (_tx, rx) = channel::<u32>(1);
+    let err = rt
+        .spawn_async(async move {
+            // (With a `default` branch it would not block, and is allowed.)
+            spindle::select! {
+                _ = rx.recv_async() => {},
+            }
+        })
+        .join()
+        .unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("select_async!"), "{msg}");
+}

@@ -47,6 +47,7 @@ fn async_alternative(call: &str) -> &'static str {
         "join" | "join (with timeout)" | "task join" | "spawn_blocking join" => {
             "`handle.await` (join handles are futures), with `spindle::time::timeout` for a deadline"
         }
+        "select!" => "`spindle::select_async!` (the same branches, awaited)",
         "timeout_fiber" => "`spindle::time::timeout(duration, future).await`",
         "block_on (future pending)" => "`.await` on the future itself",
         "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group"

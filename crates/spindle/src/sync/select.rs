@@ -109,6 +109,8 @@ pub fn block<O>(
     poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O> + Unpin,
     witness: fn(Never) -> O,
 ) -> O {
+    // In an async task this panics at once, pointing to `select_async!`.
+    let _ = crate::sched::caller::blocking_caller("select!");
     crate::task::block_on(Select::new(n, poll, witness))
 }
 
