@@ -83,6 +83,7 @@ pub(crate) struct Config {
     shutdown_timeout: Duration,
     pub(crate) nodelay: bool,
     pub(crate) stack_size: usize,
+    shutdown_on: Option<spindle::shutdown::ShutdownToken>,
 }
 
 impl Default for Builder {
@@ -106,6 +107,7 @@ impl Builder {
                 shutdown_timeout: Duration::from_secs(30),
                 nodelay: true,
                 stack_size: spindle::DEFAULT_STACK_SIZE,
+                shutdown_on: None,
             },
         }
     }
@@ -172,6 +174,15 @@ impl Builder {
     /// before the remaining connections are cancelled (default 30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
         self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Begins the graceful shutdown when `token` is triggered (a runtime's
+    /// [`shutdown_token`](spindle::Runtime::shutdown_token), or one that
+    /// [`trigger_on_signals`](spindle::shutdown::ShutdownToken::trigger_on_signals) fires on
+    /// SIGTERM), as a [`ShutdownHandle::trigger`] would; [`Server::wait`] then finishes it.
+    pub fn shutdown_on(mut self, token: spindle::shutdown::ShutdownToken) -> Builder {
+        self.config.shutdown_on = Some(token);
         self
     }
 
@@ -268,6 +279,13 @@ impl Builder {
             }
         }
         let control: Arc<dyn Control> = shared;
+        if let (Some(token), Some(rt)) = (config.shutdown_on.clone(), runtimes.first()) {
+            let handle = ShutdownHandle { control: control.clone() };
+            rt.spawn(move || {
+                token.wait();
+                handle.trigger();
+            });
+        }
         Ok(Server { local_addr, control, runtimes, shutdown_timeout: config.shutdown_timeout })
     }
 }

@@ -20,6 +20,7 @@ pub(crate) mod cell;
 mod local;
 mod no_park;
 pub(crate) mod overflow;
+pub(crate) mod sanitizer;
 pub(crate) mod stack;
 pub(crate) mod sync_word;
 mod valgrind;

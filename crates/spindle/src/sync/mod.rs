@@ -19,6 +19,7 @@ mod semaphore;
 pub(crate) mod wait;
 pub(crate) mod waiter;
 pub mod waitgroup;
+pub(crate) mod waker_set;
 pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
