@@ -53,8 +53,13 @@
 #![warn(missing_docs)]
 
 mod call;
+mod client;
+mod connector;
 mod limit;
 mod pipe;
+mod server;
+mod signal;
+mod wire;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -70,6 +75,8 @@ use tonic::Status;
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
 pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
+pub use client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
+pub use server::{Server, ServerStats, Serving, ShutdownReport};
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
 pub use pipe::BYTES as PIPE_BYTES;

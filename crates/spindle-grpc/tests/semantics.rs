@@ -97,7 +97,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { payload: Some(payload(&env.counters, 5 * MIB)), ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => assert_channel_limit(&err, "request", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => assert_channel_limit(&err, "request", 4 * MIB),
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
     assert_eq!(env.counters.started.load(SeqCst), 0, "the handler got the oversized request");
@@ -106,7 +106,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { response_size: 5 * MIB as i32, ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => assert_channel_limit(&err, "response", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => assert_channel_limit(&err, "response", 4 * MIB),
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
 
@@ -123,7 +123,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     assert_eq!(stream.message().await.unwrap().unwrap().payload.unwrap().body.len(), 20);
     let err = stream.message().await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => {
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "response", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -141,7 +141,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
         .collect();
     let err = env.client().streaming_input_call(futures_util::stream::iter(requests)).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => {
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "request", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -540,7 +540,7 @@ async fn backpressure<T: Transport>(env: Env<T>) {
         Kind::Inproc => tonic,
         // The pump's pipe holds up to PIPE_BYTES of frames, plus the frame in hand.
         Kind::Outside => tonic + spindle_grpc::PIPE_BYTES as u64 / 1024 + 33,
-        Kind::Tcp => unreachable!(),
+        Kind::Tcp | Kind::Net | Kind::NetOutside => unreachable!(),
     };
     assert!(produced <= read + bound, "{produced} messages produced while {read} were read");
     drop(stream);

@@ -1,0 +1,176 @@
+//! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
+//! (TCP or Unix, then the HTTP/2 handshake), publishes the connection, drives it until it
+//! ends, and reconnects.
+//!
+//! # Invariants
+//!
+//! - **The manager never keeps the channel alive.** It holds a `Weak` to the channel's state
+//!   and upgrades it only to publish a state; once every channel and call is gone it stops
+//!   (the connection ends when its last `SendRequest`, held in the state, is dropped).
+//! - **States.** `Connecting` while an attempt runs; `Ready` while the connection lives;
+//!   `Down` after a failed attempt until the retry (after the backoff, which doubles up to
+//!   the endpoint's maximum and restarts after a success); `Idle` after a connection ended,
+//!   until a call wants one (reconnecting only on demand, as gRPC's channels do).
+//! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
+//!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
+
+use std::io;
+use std::net::ToSocketAddrs;
+use std::sync::Weak;
+use std::future::Future as _;
+use std::task::Poll;
+use std::time::Duration;
+
+use tonic::body::Body;
+
+use crate::client::{Endpoint, Shared, Target};
+
+/// The sending side of a live connection (cloned per call).
+pub(crate) type Sender = hyper::client::conn::http2::SendRequest<Body>;
+
+/// The connection's state, as calls read it (module docs).
+pub(crate) enum ConnState {
+    Idle,
+    Connecting,
+    Ready(Sender),
+    Down { error: String },
+}
+
+/// Sets the state `Down` when the manager stops (module docs).
+struct DownOnExit(Weak<Shared>);
+
+impl Drop for DownOnExit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.set_state(ConnState::Down { error: "the connection manager stopped (runtime shut down?)".into() });
+        }
+    }
+}
+
+/// The manager fiber's body.
+pub(crate) fn manage(weak: Weak<Shared>) {
+    let _down = DownOnExit(weak.clone());
+    let Some((endpoint, server_streams)) = weak.upgrade().map(|s| (s.endpoint.clone(), s.server_streams.clone()))
+    else {
+        return;
+    };
+    let mut backoff = endpoint.backoff_initial;
+    loop {
+        match connect_once(&endpoint) {
+            Ok((sender, conn)) => {
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Ready(sender));
+                drop(shared);
+                backoff = endpoint.backoff_initial;
+                let mut conn = conn;
+                let run = std::future::poll_fn(|cx| {
+                    let poll = std::pin::Pin::new(&mut conn).poll(cx);
+                    server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                    poll
+                });
+                if let Err(e) = spindle::task::block_on(run) {
+                    log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target);
+                }
+                server_streams.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Idle);
+                drop(shared);
+                // Reconnect when a call wants a connection.
+                let wanted = spindle::task::block_on(std::future::poll_fn(|cx| match weak.upgrade() {
+                    None => Poll::Ready(false),
+                    Some(shared) => shared.poll_wanted(cx).map(|()| true),
+                }));
+                if !wanted {
+                    return;
+                }
+            }
+            Err(e) => {
+                log::debug!("spindle-grpc: connecting to {:?} failed: {e}", endpoint.target);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Down { error: format!("connecting to {:?}: {e}", endpoint.target) });
+                drop(shared);
+                spindle::time::sleep(backoff);
+                backoff = (backoff * 2).min(endpoint.backoff_max);
+            }
+        }
+        let Some(shared) = weak.upgrade() else { return };
+        shared.set_state(ConnState::Connecting);
+    }
+}
+
+type Connection<I> = hyper::client::conn::http2::Connection<I, Body, spindle::hyper_rt::Executor>;
+
+/// A connection's driver, whatever its socket.
+enum Driver {
+    Tcp(Connection<spindle::net::TcpStream>),
+    Unix(Connection<spindle::net::UnixStream>),
+}
+
+impl Driver {
+    fn max_send_streams(&self) -> usize {
+        match self {
+            Driver::Tcp(c) => c.current_max_send_streams(),
+            Driver::Unix(c) => c.current_max_send_streams(),
+        }
+    }
+}
+
+impl std::future::Future for Driver {
+    type Output = hyper::Result<()>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<hyper::Result<()>> {
+        match self.get_mut() {
+            Driver::Tcp(c) => std::pin::Pin::new(c).poll(cx),
+            Driver::Unix(c) => std::pin::Pin::new(c).poll(cx),
+        }
+    }
+}
+
+/// One attempt: the socket, then the HTTP/2 handshake, within the connect timeout.
+fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
+    let deadline = std::time::Instant::now() + endpoint.connect_timeout;
+    match &endpoint.target {
+        Target::Tcp(addr) => {
+            let mut last = None;
+            for addr in addr.to_socket_addrs()? {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match spindle::net::TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1))) {
+                    Ok(stream) => {
+                        if endpoint.nodelay {
+                            stream.set_nodelay(true)?;
+                        }
+                        let (sender, conn) = handshake(endpoint, stream, deadline)?;
+                        return Ok((sender, Driver::Tcp(conn)));
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")))
+        }
+        Target::Unix(path) => {
+            let stream = spindle::net::UnixStream::connect(path)?;
+            let (sender, conn) = handshake(endpoint, stream, deadline)?;
+            Ok((sender, Driver::Unix(conn)))
+        }
+    }
+}
+
+fn handshake<I>(endpoint: &Endpoint, io: I, deadline: std::time::Instant) -> io::Result<(Sender, Connection<I>)>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor);
+    builder
+        .timer(spindle::hyper_rt::Timer)
+        .initial_stream_window_size(endpoint.initial_stream_window)
+        .initial_connection_window_size(endpoint.initial_connection_window)
+        .keep_alive_interval(endpoint.keepalive_interval)
+        .keep_alive_timeout(endpoint.keepalive_timeout)
+        .keep_alive_while_idle(true);
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    match spindle::task::block_on(spindle::time::timeout(left, builder.handshake::<I, Body>(io))) {
+        Ok(Ok(pair)) => Ok(pair),
+        Ok(Err(e)) => Err(io::Error::other(format!("HTTP/2 handshake: {e}"))),
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "HTTP/2 handshake timed out")),
+    }
+}
