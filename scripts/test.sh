@@ -16,6 +16,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "cargo test --all-features"
 cargo test --workspace --all-features
 
+step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
+bash scripts/grpc-interop.sh
+
 step "loom models (RUSTFLAGS=--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
 
