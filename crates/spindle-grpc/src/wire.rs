@@ -27,6 +27,9 @@ pub(crate) fn status_of(err: &hyper::Error) -> Status {
         if let Some(status) = e.downcast_ref::<Status>() {
             return status.clone();
         }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Status::unavailable(format!("the connection failed: {io}"));
+        }
         source = e.source();
     }
     if err.is_canceled() {
