@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 
 /// The flags given, by name; `Err` names a malformed or unknown one.
-pub fn parse(args: impl IntoIterator<Item = String>, known: &[&str]) -> Result<HashMap<String, String>, String> {
+pub fn parse(
+    args: impl IntoIterator<Item = String>,
+    known: &[&str],
+) -> Result<HashMap<String, String>, String> {
     let mut flags = HashMap::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {

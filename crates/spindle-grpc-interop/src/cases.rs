@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tonic::client::GrpcService;
 use tonic::codegen::{Body as HttpBody, StdError};
-use tonic::metadata::{MetadataValue, BinaryMetadataValue};
+use tonic::metadata::{BinaryMetadataValue, MetadataValue};
 use tonic::{Code, Request};
 
 use crate::grpc_testing::pb::test_service_client::TestServiceClient;
@@ -37,7 +37,8 @@ const REQUEST_SIZES: [i32; 4] = [27_182, 8, 1_828, 45_904];
 const RESPONSE_SIZES: [i32; 4] = [31_415, 9, 2_653, 58_979];
 const INITIAL_VALUE: &str = "test_initial_metadata_value";
 const TRAILING_VALUE: &[u8] = b"\xab\xab\xab";
-const SPECIAL_MESSAGE: &str = "\t\ntest with whitespace\r\nand Unicode BMP \u{263A} and non-BMP \u{1F608}\t\n";
+const SPECIAL_MESSAGE: &str =
+    "\t\ntest with whitespace\r\nand Unicode BMP \u{263A} and non-BMP \u{1F608}\t\n";
 
 type Result = std::result::Result<(), String>;
 
@@ -77,7 +78,8 @@ where
             check(r.into_inner() == Empty {}, || "EmptyCall answered a non-empty message".into())
         }
         "large_unary" => {
-            let request = SimpleRequest { response_size: 314_159, payload: Some(zeros(271_828)), ..Default::default() };
+            let request =
+                SimpleRequest { response_size: 314_159, payload: Some(zeros(271_828)), ..Default::default() };
             let r = client.unary_call(request).await.map_err(|s| fail("UnaryCall", s))?.into_inner();
             let body = r.payload.map(|p| p.body).unwrap_or_default();
             check(body.len() == 314_159 && body.iter().all(|&b| b == 0), || {
@@ -85,16 +87,22 @@ where
             })
         }
         "client_streaming" => {
-            let requests = REQUEST_SIZES.map(|n| StreamingInputCallRequest { payload: Some(zeros(n)), ..Default::default() });
+            let requests = REQUEST_SIZES
+                .map(|n| StreamingInputCallRequest { payload: Some(zeros(n)), ..Default::default() });
             let r = client
                 .streaming_input_call(futures_util::stream::iter(requests))
                 .await
                 .map_err(|s| fail("StreamingInputCall", s))?
                 .into_inner();
-            check(r.aggregated_payload_size == 74_922, || format!("aggregated size {}", r.aggregated_payload_size))
+            check(r.aggregated_payload_size == 74_922, || {
+                format!("aggregated size {}", r.aggregated_payload_size)
+            })
         }
         "server_streaming" => {
-            let request = StreamingOutputCallRequest { response_parameters: params(&RESPONSE_SIZES), ..Default::default() };
+            let request = StreamingOutputCallRequest {
+                response_parameters: params(&RESPONSE_SIZES),
+                ..Default::default()
+            };
             let mut stream = client
                 .streaming_output_call(request)
                 .await
@@ -139,11 +147,14 @@ where
         }
         "custom_metadata" => custom_metadata(&mut client).await,
         "status_code_and_message" | "special_status_message" => {
-            let message = if name == "special_status_message" { SPECIAL_MESSAGE } else { "test status message" };
+            let message =
+                if name == "special_status_message" { SPECIAL_MESSAGE } else { "test status message" };
             let status = EchoStatus { code: 2, message: message.into() };
             let request = SimpleRequest { response_status: Some(status.clone()), ..Default::default() };
             let err = client.unary_call(request).await.err().ok_or("UnaryCall succeeded")?;
-            check(err.code() == Code::Unknown && err.message() == message, || fail("UnaryCall", err.clone()))?;
+            check(err.code() == Code::Unknown && err.message() == message, || {
+                fail("UnaryCall", err.clone())
+            })?;
             if name == "special_status_message" {
                 return Ok(());
             }
@@ -153,7 +164,9 @@ where
                 Ok(r) => r.into_inner().message().await.map(|_| ()),
             };
             let err = result.err().ok_or("FullDuplexCall succeeded")?;
-            check(err.code() == Code::Unknown && err.message() == message, || fail("FullDuplexCall", err.clone()))
+            check(err.code() == Code::Unknown && err.message() == message, || {
+                fail("FullDuplexCall", err.clone())
+            })
         }
         "unimplemented_method" => {
             let err = client.unimplemented_call(Empty {}).await.err().ok_or("UnimplementedCall succeeded")?;
@@ -166,10 +179,13 @@ where
         }
         "cancel_after_begin" => {
             // A call whose requests never come, cancelled (dropped) once it has started.
-            let call = client.streaming_input_call(futures_util::stream::pending::<StreamingInputCallRequest>());
+            let call =
+                client.streaming_input_call(futures_util::stream::pending::<StreamingInputCallRequest>());
             let started = sleep(Duration::from_millis(50));
             match futures_util::future::select(Box::pin(call), started).await {
-                futures_util::future::Either::Left((result, _)) => Err(format!("the call ended by itself: {result:?}")),
+                futures_util::future::Either::Left((result, _)) => {
+                    Err(format!("the call ended by itself: {result:?}"))
+                }
                 futures_util::future::Either::Right(((), call)) => {
                     drop(call);
                     Ok(())
@@ -224,13 +240,18 @@ where
         md.insert_bin(crate::ECHO_TRAILING, BinaryMetadataValue::from_bytes(TRAILING_VALUE));
         request
     }
-    fn check_md(what: &str, initial: &tonic::metadata::MetadataMap, trailing: &tonic::metadata::MetadataMap) -> Result {
+    fn check_md(
+        what: &str,
+        initial: &tonic::metadata::MetadataMap,
+        trailing: &tonic::metadata::MetadataMap,
+    ) -> Result {
         let got = initial.get(crate::ECHO_INITIAL).and_then(|v| v.to_str().ok());
         check(got == Some(INITIAL_VALUE), || format!("{what}: initial metadata {got:?}"))?;
         let got = trailing.get_bin(crate::ECHO_TRAILING).and_then(|v| v.to_bytes().ok());
         check(got.as_deref() == Some(TRAILING_VALUE), || format!("{what}: trailing metadata {got:?}"))
     }
-    let request = SimpleRequest { response_size: 314_159, payload: Some(zeros(271_828)), ..Default::default() };
+    let request =
+        SimpleRequest { response_size: 314_159, payload: Some(zeros(271_828)), ..Default::default() };
     // A unary call's trailers are merged into the response's metadata by tonic.
     let response = client.unary_call(decorate(request)).await.map_err(|s| fail("UnaryCall", s))?;
     check_md("UnaryCall", response.metadata(), response.metadata())?;
@@ -251,6 +272,7 @@ where
         sizes.push(payload_len(&msg.payload));
     }
     check(sizes == [314_159], || format!("FullDuplexCall sizes {sizes:?}"))?;
-    let trailing = stream.trailers().await.map_err(|s| fail("FullDuplexCall trailers", s))?.unwrap_or_default();
+    let trailing =
+        stream.trailers().await.map_err(|s| fail("FullDuplexCall trailers", s))?.unwrap_or_default();
     check_md("FullDuplexCall", &initial, &trailing)
 }

@@ -44,7 +44,10 @@ impl InteropService {
     }
 
     /// The responses one request asks for, then its status if it asks for one.
-    fn responses(&self, request: StreamingOutputCallRequest) -> impl Stream<Item = Result<StreamingOutputCallResponse, Status>> + Send {
+    fn responses(
+        &self,
+        request: StreamingOutputCallRequest,
+    ) -> impl Stream<Item = Result<StreamingOutputCallResponse, Status>> + Send {
         let sleep = self.sleep;
         let status = requested_status(&request.response_status);
         futures_util::stream::iter(request.response_parameters)
@@ -69,7 +72,10 @@ impl TestService for InteropService {
         if let Some(status) = requested_status(&request.response_status) {
             return Err(status);
         }
-        Ok(Response::new(SimpleResponse { payload: Some(zeros(request.response_size)), ..Default::default() }))
+        Ok(Response::new(SimpleResponse {
+            payload: Some(zeros(request.response_size)),
+            ..Default::default()
+        }))
     }
 
     async fn cacheable_unary_call(

@@ -86,7 +86,8 @@ impl Endpoint {
     /// connected on a spindle worker, or after [`Endpoint::handle`].
     pub fn new(uri: impl AsRef<str>) -> io::Result<Endpoint> {
         let uri = uri.as_ref();
-        let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("spindle-grpc: {why}: {uri:?}"));
+        let invalid =
+            |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("spindle-grpc: {why}: {uri:?}"));
         let (target, origin) = if let Some(path) = uri.strip_prefix("unix:") {
             let path = path.strip_prefix("//").unwrap_or(path);
             if !path.starts_with('/') {
@@ -289,7 +290,9 @@ impl Shared {
     fn poll_connected(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.poll_sender(cx) {
             Poll::Ready(Ok(_)) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(status)) => Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionRefused, status.message()))),
+            Poll::Ready(Err(status)) => {
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionRefused, status.message())))
+            }
             Poll::Pending => Poll::Pending,
         }
     }
@@ -302,7 +305,9 @@ impl Shared {
             match &*state {
                 ConnState::Ready(sender) if !sender.is_closed() => return Poll::Ready(Ok(sender.clone())),
                 ConnState::Down { error } => {
-                    return Poll::Ready(Err(Status::unavailable(format!("spindle-grpc: not connected: {error}"))))
+                    return Poll::Ready(Err(Status::unavailable(format!(
+                        "spindle-grpc: not connected: {error}"
+                    ))))
                 }
                 ConnState::Idle | ConnState::Ready(_) => self.want(),
                 ConnState::Connecting => {}
@@ -313,7 +318,9 @@ impl Shared {
         let state = lock(&self.state);
         match &*state {
             ConnState::Ready(sender) if !sender.is_closed() => Poll::Ready(Ok(sender.clone())),
-            ConnState::Down { error } => Poll::Ready(Err(Status::unavailable(format!("spindle-grpc: not connected: {error}")))),
+            ConnState::Down { error } => {
+                Poll::Ready(Err(Status::unavailable(format!("spindle-grpc: not connected: {error}"))))
+            }
             _ => Poll::Pending,
         }
     }
@@ -413,11 +420,14 @@ impl RemoteChannel {
         }
         parts.uri = match http::Uri::from_parts(uri) {
             Ok(uri) => uri,
-            Err(e) => return RemoteFuture::ready(Status::internal(format!("spindle-grpc: bad request URI: {e}"))),
+            Err(e) => {
+                return RemoteFuture::ready(Status::internal(format!("spindle-grpc: bad request URI: {e}")))
+            }
         };
         let cancel = Arc::new(CancelFlag::default());
         let body = Body::new(OutBody { inner: body, cancel: cancel.clone() });
-        let deadline = timeout.map(|t| Deadline::new(Instant::now() + t, self.shared.endpoint.handle.as_ref()));
+        let deadline =
+            timeout.map(|t| Deadline::new(Instant::now() + t, self.shared.endpoint.handle.as_ref()));
         RemoteFuture {
             stage: Stage::Waiting(Some(http::Request::from_parts(parts, body))),
             shared: Some(self.shared.clone()),
@@ -514,7 +524,10 @@ impl http_body::Body for OutBody {
     type Data = Bytes;
     type Error = Status;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let cancelled = || Poll::Ready(Some(Err(Status::cancelled("the call was dropped"))));
         if self.cancel.cancelled.load(Ordering::Acquire) {
             return cancelled();
@@ -623,11 +636,7 @@ pub struct RemoteFuture {
 
 impl RemoteFuture {
     fn ready(status: Status) -> RemoteFuture {
-        RemoteFuture {
-            stage: Stage::Ready(Some(Box::new(status.into_http()))),
-            shared: None,
-            call: None,
-        }
+        RemoteFuture { stage: Stage::Ready(Some(Box::new(status.into_http()))), shared: None, call: None }
     }
 
     fn fail(&mut self, status: Status) -> Poll<Result<http::Response<RemoteBody>, std::convert::Infallible>> {
@@ -720,7 +729,10 @@ impl http_body::Body for RemoteBody {
     type Data = Bytes;
     type Error = Status;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
         let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
         match Pin::new(body).poll_frame(cx) {

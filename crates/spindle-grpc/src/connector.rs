@@ -14,10 +14,10 @@
 //! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
 //!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
 
+use std::future::Future as _;
 use std::io;
 use std::net::ToSocketAddrs;
 use std::sync::Weak;
-use std::future::Future as _;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -42,7 +42,9 @@ struct DownOnExit(Weak<Shared>);
 impl Drop for DownOnExit {
     fn drop(&mut self) {
         if let Some(shared) = self.0.upgrade() {
-            shared.set_state(ConnState::Down { error: "the connection manager stopped (runtime shut down?)".into() });
+            shared.set_state(ConnState::Down {
+                error: "the connection manager stopped (runtime shut down?)".into(),
+            });
         }
     }
 }
@@ -50,7 +52,8 @@ impl Drop for DownOnExit {
 /// The manager fiber's body.
 pub(crate) fn manage(weak: Weak<Shared>) {
     let _down = DownOnExit(weak.clone());
-    let Some((endpoint, server_streams)) = weak.upgrade().map(|s| (s.endpoint.clone(), s.server_streams.clone()))
+    let Some((endpoint, server_streams)) =
+        weak.upgrade().map(|s| (s.endpoint.clone(), s.server_streams.clone()))
     else {
         return;
     };
@@ -87,7 +90,9 @@ pub(crate) fn manage(weak: Weak<Shared>) {
             Err(e) => {
                 log::debug!("spindle-grpc: connecting to {:?} failed: {e}", endpoint.target);
                 let Some(shared) = weak.upgrade() else { return };
-                shared.set_state(ConnState::Down { error: format!("connecting to {:?}: {e}", endpoint.target) });
+                shared.set_state(ConnState::Down {
+                    error: format!("connecting to {:?}: {e}", endpoint.target),
+                });
                 drop(shared);
                 spindle::time::sleep(backoff);
                 backoff = (backoff * 2).min(endpoint.backoff_max);
@@ -145,7 +150,9 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                     Err(e) => last = Some(e),
                 }
             }
-            Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")))
+            Err(last.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")
+            }))
         }
         Target::Unix(path) => {
             let stream = spindle::net::UnixStream::connect(path)?;
@@ -155,7 +162,11 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
     }
 }
 
-fn handshake<I>(endpoint: &Endpoint, io: I, deadline: std::time::Instant) -> io::Result<(Sender, Connection<I>)>
+fn handshake<I>(
+    endpoint: &Endpoint,
+    io: I,
+    deadline: std::time::Instant,
+) -> io::Result<(Sender, Connection<I>)>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {

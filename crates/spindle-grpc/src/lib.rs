@@ -74,14 +74,14 @@ use tonic::Status;
 
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
-pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 pub use client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
-pub use server::{Server, ServerStats, Serving, ShutdownReport};
+pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
 pub use pipe::BYTES as PIPE_BYTES;
 /// The most response frames buffered between a pump task and a caller outside the runtime.
 pub use pipe::CAPACITY as PIPE_FRAMES;
+pub use server::{Server, ServerStats, Serving, ShutdownReport};
 
 /// A registered service, type-erased.
 trait ErasedService: Send + Sync {

@@ -22,7 +22,9 @@
 //!   and is dropped (with its calls) at the drain deadline if they have not.
 //! - **Idle connections close.** A connection with no call for the idle timeout is shut down
 //!   gracefully (GOAWAY); the check runs once per timeout period, so an idle connection closes
-//!   between one and two periods after its last call ended.
+//!   between one and two periods after its last call ended. One more period later it is
+//!   dropped if it has not ended (a client that never sent the HTTP/2 preface cannot take a
+//!   GOAWAY).
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -370,7 +372,8 @@ where
         .max_pending_accept_reset_streams(server.max_pending_accept_reset_streams)
         .auto_date_header(false);
     let activity = Arc::new(Activity::default());
-    let service = ConnService { channel: server.channel.clone(), shared: shared.clone(), activity: activity.clone() };
+    let service =
+        ConnService { channel: server.channel.clone(), shared: shared.clone(), activity: activity.clone() };
     let mut conn = pin!(builder.serve_connection(io, service));
     let mut shutdown: Waiter = shared.signal.waiter();
     let mut draining = false;
@@ -400,6 +403,15 @@ where
                         draining = true;
                         conn.as_mut().graceful_shutdown();
                     }
+                    // A connection still handshaking (no preface yet) only takes the GOAWAY
+                    // after its handshake: cut it if it has not ended one period later.
+                    if cut.is_none() {
+                        let mut sleep = spindle::time::sleep_future(timeout);
+                        if Pin::new(&mut sleep).poll(cx).is_ready() {
+                            return Poll::Ready(Err(None));
+                        }
+                        cut = Some(sleep);
+                    }
                 } else {
                     idle_seen = now;
                     sleep.reset(Instant::now() + timeout);
@@ -413,7 +425,7 @@ where
     .await;
     match result {
         Ok(()) => {}
-        Err(None) => log::info!("spindle-grpc: drain deadline passed, dropping a connection with its calls"),
+        Err(None) => log::info!("spindle-grpc: a connection did not end in time after GOAWAY (drain deadline or idle timeout): dropped with its calls"),
         Err(Some(e)) => log::info!("spindle-grpc: connection ended: {e}"),
     }
 }
@@ -490,7 +502,9 @@ impl Future for ServedFuture {
         // message) must end the stream with its HEADERS frame, as the gRPC spec says; the
         // channel's body may not say it is empty (a wrapped handler's body), so drop it.
         if response.headers().contains_key("grpc-status") {
-            return Poll::Ready(Ok(response.map(|_| ServedBody { body: ResponseBody::default(), _guard: None })));
+            return Poll::Ready(Ok(
+                response.map(|_| ServedBody { body: ResponseBody::default(), _guard: None })
+            ));
         }
         Poll::Ready(Ok(response.map(|body| ServedBody { body, _guard: guard })))
     }
@@ -506,7 +520,10 @@ impl http_body::Body for ServedBody {
     type Data = Bytes;
     type Error = Status;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let poll = Pin::new(&mut self.body).poll_frame(cx);
         if let Poll::Ready(None) = poll {
             self._guard = None;

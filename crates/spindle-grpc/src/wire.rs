@@ -78,7 +78,10 @@ impl http_body::Body for WireBody {
     type Data = Bytes;
     type Error = Status;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let Some(inner) = self.inner.as_mut() else { return Poll::Ready(None) };
         match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Err(e))) => {

@@ -43,7 +43,9 @@ fn unavailable_while_down_then_reconnects() {
     let channel = endpoint.connect_lazy().unwrap();
     let call = |channel: spindle_grpc::RemoteChannel| {
         rt.block_on(move || {
-            spindle::task::block_on(async move { TestServiceClient::new(channel).empty_call(Empty {}).await.map(drop) })
+            spindle::task::block_on(async move {
+                TestServiceClient::new(channel).empty_call(Empty {}).await.map(drop)
+            })
         })
     };
     let started = Instant::now();
@@ -57,7 +59,9 @@ fn unavailable_while_down_then_reconnects() {
     let service = test_service_server::TestServiceServer::new(server);
     let serving = rt.block_on(move || {
         let listener = spindle::net::TcpListener::bind(addr).unwrap();
-        spindle_grpc::Server::new(spindle_grpc::Channel::new().add_service(service)).serve_tcp(listener).unwrap()
+        spindle_grpc::Server::new(spindle_grpc::Channel::new().add_service(service))
+            .serve_tcp(listener)
+            .unwrap()
     });
     let mut ok = false;
     for _ in 0..1_000 {
@@ -104,7 +108,8 @@ fn deadline_is_enforced_by_the_client() {
         .timeout(Duration::from_millis(30));
     let channel2 = rt.block_on(move || spindle::task::block_on(endpoint.connect())).unwrap();
     let (_peer2, _) = silent.accept().unwrap();
-    let err = spindle::task::block_on(TestServiceClient::new(channel2.clone()).empty_call(Empty {})).unwrap_err();
+    let err =
+        spindle::task::block_on(TestServiceClient::new(channel2.clone()).empty_call(Empty {})).unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded);
     assert!(net::wait_until(Duration::from_secs(5), || channel.in_flight() == 0 && channel2.in_flight() == 0));
 }

@@ -13,7 +13,9 @@ use spindle_grpc_interop::pb::*;
 use tonic::Code;
 
 /// A raw HTTP/2 connection (hyper's client on a spindle socket), for looking at frames.
-async fn raw_client(addr: std::net::SocketAddr) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>> {
+async fn raw_client(
+    addr: std::net::SocketAddr,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>> {
     let stream = spindle::net::TcpStream::connect(addr).unwrap();
     let (send, conn) = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor)
         .timer(spindle::hyper_rt::Timer)
@@ -24,7 +26,11 @@ async fn raw_client(addr: std::net::SocketAddr) -> hyper::client::conn::http2::S
     send
 }
 
-fn grpc_request(addr: std::net::SocketAddr, path: &str, body: Bytes) -> http::Request<http_body_util::Full<Bytes>> {
+fn grpc_request(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: Bytes,
+) -> http::Request<http_body_util::Full<Bytes>> {
     http::Request::post(format!("http://{addr}{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
@@ -70,7 +76,8 @@ fn serves_a_unix_socket() {
         spindle_grpc::Server::new(channel).serve_unix(listener).unwrap()
     });
     assert_eq!(serving.unix_path(), Some(path.as_path()));
-    let endpoint = spindle_grpc::Endpoint::new(format!("unix:{}", path.display())).unwrap().handle(rt.handle());
+    let endpoint =
+        spindle_grpc::Endpoint::new(format!("unix:{}", path.display())).unwrap().handle(rt.handle());
     let size = rt.block_on(move || {
         spindle::task::block_on(async move {
             let channel = endpoint.connect().await.unwrap();

@@ -97,7 +97,9 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { payload: Some(payload(&env.counters, 5 * MIB)), ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => assert_channel_limit(&err, "request", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_channel_limit(&err, "request", 4 * MIB)
+        }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
     assert_eq!(env.counters.started.load(SeqCst), 0, "the handler got the oversized request");
@@ -106,7 +108,9 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { response_size: 5 * MIB as i32, ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => assert_channel_limit(&err, "response", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_channel_limit(&err, "response", 4 * MIB)
+        }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
 

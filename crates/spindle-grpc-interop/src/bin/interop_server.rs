@@ -6,13 +6,14 @@ use spindle_grpc_interop::grpc_testing::InteropService;
 use spindle_grpc_interop::EchoMetadata;
 
 fn main() {
-    let flags = match spindle_grpc_interop::args::parse(std::env::args().skip(1), &["port", "use_tls", "host"]) {
-        Ok(flags) => flags,
-        Err(e) => {
-            eprintln!("interop_server: {e}\nusage: interop_server --port N [--host 127.0.0.1]");
-            std::process::exit(2);
-        }
-    };
+    let flags =
+        match spindle_grpc_interop::args::parse(std::env::args().skip(1), &["port", "use_tls", "host"]) {
+            Ok(flags) => flags,
+            Err(e) => {
+                eprintln!("interop_server: {e}\nusage: interop_server --port N [--host 127.0.0.1]");
+                std::process::exit(2);
+            }
+        };
     if flags.get("use_tls").is_some_and(|v| v != "false") {
         eprintln!("interop_server: TLS is not supported (--use_tls=false)");
         std::process::exit(2);

@@ -335,7 +335,8 @@ pub fn run_net_on<S: Svc<B>, B: RespBody, F, Fut>(
                 task.await.unwrap();
             })
         });
-        let env = Env { kind: Kind::NetOutside, transport: remote.clone(), counters: counters.clone(), sleep };
+        let env =
+            Env { kind: Kind::NetOutside, transport: remote.clone(), counters: counters.clone(), sleep };
         spindle::task::block_on(case(env));
     } else {
         let env = Env {
