@@ -55,6 +55,7 @@
 mod call;
 mod client;
 mod connector;
+mod either;
 mod limit;
 mod pipe;
 mod server;
@@ -75,6 +76,7 @@ use tonic::Status;
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
 pub use client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
+pub use either::{AnyBody, AnyChannel, AnyFuture};
 pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).

@@ -147,3 +147,28 @@ fn bad_uris_are_refused() {
     let err = Endpoint::new("http://127.0.0.1:1").unwrap().connect_lazy().unwrap_err();
     assert!(err.to_string().contains("Endpoint::handle"), "{err}");
 }
+
+/// One client type either place: the URI picks the in-process channel or the network.
+#[test]
+fn any_channel_picks_the_place_by_uri() {
+    let net = start(|s| s);
+    let local = net.channel.clone();
+    let remote_uri = format!("http://{}", net.addr);
+    let sizes = net.run(async move {
+        let mut sizes = Vec::new();
+        for uri in ["inproc:", remote_uri.as_str()] {
+            let channel = spindle_grpc::AnyChannel::from_uri(uri, &local).unwrap();
+            let request = SimpleRequest { response_size: 9, ..Default::default() };
+            let response = TestServiceClient::new(channel).unary_call(request).await.unwrap();
+            sizes.push(response.into_inner().payload.unwrap().body.len());
+        }
+        sizes
+    });
+    assert_eq!(sizes, [9, 9]);
+    // One call went through the server, both through the channel's services.
+    assert_eq!(net.serving().stats().calls_total, 1);
+    assert_eq!(net.counters.started.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let err = spindle_grpc::AnyChannel::from_uri("ftp://x", &net.channel).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    net.settle(0);
+}
