@@ -325,6 +325,14 @@ impl Shared {
         }
     }
 
+    /// The live connection's sender, if connected.
+    fn ready_sender(&self) -> Option<connector::Sender> {
+        match &*lock(&self.state) {
+            ConnState::Ready(sender) if !sender.is_closed() => Some(sender.clone()),
+            _ => None,
+        }
+    }
+
     /// The most calls in flight now: the server's stream limit and the endpoint's.
     fn stream_limit(&self) -> usize {
         self.server_streams.load(Ordering::Relaxed).min(self.endpoint.concurrency_limit)
@@ -428,8 +436,14 @@ impl RemoteChannel {
         let body = Body::new(OutBody { inner: body, cancel: cancel.clone() });
         let deadline =
             timeout.map(|t| Deadline::new(Instant::now() + t, self.shared.endpoint.handle.as_ref()));
+        let request = http::Request::from_parts(parts, body);
+        // Connected (the usual case): send at once; otherwise wait for the connection.
+        let stage = match self.shared.ready_sender() {
+            Some(mut sender) => Stage::Sending(Box::pin(sender.send_request(request))),
+            None => Stage::Waiting(Some(Box::new(request))),
+        };
         RemoteFuture {
-            stage: Stage::Waiting(Some(http::Request::from_parts(parts, body))),
+            stage,
             shared: Some(self.shared.clone()),
             call: Some(CallParts { _permit: permit, deadline, cancel: CancelOnDrop(Some(cancel)) }),
         }
@@ -612,8 +626,8 @@ fn deadline_exceeded() -> Status {
 type SendFuture = Pin<Box<dyn Future<Output = hyper::Result<http::Response<hyper::body::Incoming>>> + Send>>;
 
 enum Stage {
-    /// Waiting for a connection.
-    Waiting(Option<http::Request<Body>>),
+    /// Waiting for a connection (boxed: rare, and the request is large).
+    Waiting(Option<Box<http::Request<Body>>>),
     Sending(SendFuture),
     Ready(Option<Box<http::Response<RemoteBody>>>),
 }
@@ -668,7 +682,7 @@ impl Future for RemoteFuture {
                 Poll::Ready(Err(status)) => return this.fail(status),
                 Poll::Ready(Ok(mut sender)) => {
                     let request = request.take().expect("a waiting call has its request");
-                    this.stage = Stage::Sending(Box::pin(sender.send_request(request)));
+                    this.stage = Stage::Sending(Box::pin(sender.send_request(*request)));
                 }
             }
         }

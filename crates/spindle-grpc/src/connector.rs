@@ -67,6 +67,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                 backoff = endpoint.backoff_initial;
                 let mut conn = conn;
                 let run = std::future::poll_fn(|cx| {
+                    conn.watch().register(cx.waker());
                     let poll = std::pin::Pin::new(&mut conn).poll(cx);
                     server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
                     poll
@@ -103,19 +104,106 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     }
 }
 
-type Connection<I> = hyper::client::conn::http2::Connection<I, Body, spindle::hyper_rt::Executor>;
+type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, spindle::hyper_rt::Executor>;
+
+/// Wakes the manager after the first reads of a connection, so that it publishes the
+/// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (which hyper reads on another task) soon after
+/// it arrives, not only at the next call.
+#[derive(Default)]
+struct Watch {
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Watch {
+    fn register(&self, waker: &std::task::Waker) {
+        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// A connection's socket, waking the manager after each of its first reads ([`Watch`]).
+struct Watched<I> {
+    io: I,
+    reads_left: u8,
+    watch: std::sync::Arc<Watch>,
+}
+
+impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for Watched<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let poll = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
+        if self.reads_left > 0 && poll.is_ready() {
+            self.reads_left -= 1;
+            self.watch.wake();
+        }
+        poll
+    }
+}
+
+impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for Watched<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
 
 /// A connection's driver, whatever its socket.
 enum Driver {
-    Tcp(Connection<spindle::net::TcpStream>),
-    Unix(Connection<spindle::net::UnixStream>),
+    Tcp(Connection<spindle::net::TcpStream>, std::sync::Arc<Watch>),
+    Unix(Connection<spindle::net::UnixStream>, std::sync::Arc<Watch>),
 }
 
 impl Driver {
+    fn watch(&self) -> &Watch {
+        match self {
+            Driver::Tcp(_, w) | Driver::Unix(_, w) => w,
+        }
+    }
+
     fn max_send_streams(&self) -> usize {
         match self {
-            Driver::Tcp(c) => c.current_max_send_streams(),
-            Driver::Unix(c) => c.current_max_send_streams(),
+            Driver::Tcp(c, _) => c.current_max_send_streams(),
+            Driver::Unix(c, _) => c.current_max_send_streams(),
         }
     }
 }
@@ -125,8 +213,8 @@ impl std::future::Future for Driver {
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<hyper::Result<()>> {
         match self.get_mut() {
-            Driver::Tcp(c) => std::pin::Pin::new(c).poll(cx),
-            Driver::Unix(c) => std::pin::Pin::new(c).poll(cx),
+            Driver::Tcp(c, _) => std::pin::Pin::new(c).poll(cx),
+            Driver::Unix(c, _) => std::pin::Pin::new(c).poll(cx),
         }
     }
 }
@@ -144,8 +232,9 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                         if endpoint.nodelay {
                             stream.set_nodelay(true)?;
                         }
-                        let (sender, conn) = handshake(endpoint, stream, deadline)?;
-                        return Ok((sender, Driver::Tcp(conn)));
+                        let watch = std::sync::Arc::new(Watch::default());
+                        let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
+                        return Ok((sender, Driver::Tcp(conn, watch)));
                     }
                     Err(e) => last = Some(e),
                 }
@@ -156,15 +245,21 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
         }
         Target::Unix(path) => {
             let stream = spindle::net::UnixStream::connect(path)?;
-            let (sender, conn) = handshake(endpoint, stream, deadline)?;
-            Ok((sender, Driver::Unix(conn)))
+            let watch = std::sync::Arc::new(Watch::default());
+            let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
+            Ok((sender, Driver::Unix(conn, watch)))
         }
     }
 }
 
+fn watched<I>(io: I, watch: &std::sync::Arc<Watch>) -> Watched<I> {
+    // The server's SETTINGS come in the first reads (a few, to allow for a split frame).
+    Watched { io, reads_left: 4, watch: watch.clone() }
+}
+
 fn handshake<I>(
     endpoint: &Endpoint,
-    io: I,
+    io: Watched<I>,
     deadline: std::time::Instant,
 ) -> io::Result<(Sender, Connection<I>)>
 where
@@ -179,7 +274,7 @@ where
         .keep_alive_timeout(endpoint.keepalive_timeout)
         .keep_alive_while_idle(true);
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    match spindle::task::block_on(spindle::time::timeout(left, builder.handshake::<I, Body>(io))) {
+    match spindle::task::block_on(spindle::time::timeout(left, builder.handshake::<Watched<I>, Body>(io))) {
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(io::Error::other(format!("HTTP/2 handshake: {e}"))),
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "HTTP/2 handshake timed out")),

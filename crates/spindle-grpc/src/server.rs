@@ -227,6 +227,8 @@ struct Shared {
     connections_total: AtomicU64,
     calls: AtomicUsize,
     calls_total: AtomicU64,
+    /// Connections dropped at the drain deadline.
+    cut: AtomicUsize,
 }
 
 /// Counts a connection task in [`ServerStats::connections`] while alive.
@@ -318,21 +320,20 @@ impl Serving {
             let _ = accept.join();
         }
         let deadline = self.shared.signal.deadline().unwrap_or_else(Instant::now);
-        let mut open = self.shared.connections.load(Ordering::Acquire);
-        let mut dropped = 0;
         // Connections end on their own by the deadline (each watches it); wait for that, with
         // a margin for the tasks to run.
-        while open > 0 {
-            if Instant::now() > deadline && dropped == 0 {
-                dropped = open;
+        loop {
+            let open = self.shared.connections.load(Ordering::Acquire);
+            if open == 0 {
+                break;
             }
             if Instant::now() > deadline + Duration::from_secs(5) {
                 log::warn!("spindle-grpc: {open} connections still open 5 s after the drain deadline");
                 break;
             }
             pause(Duration::from_millis(2));
-            open = self.shared.connections.load(Ordering::Acquire);
         }
+        let dropped = self.shared.cut.load(Ordering::Acquire);
         ShutdownReport { dropped_connections: dropped }
     }
 }
@@ -390,6 +391,9 @@ where
         }
         if let Some(sleep) = cut.as_mut() {
             if Pin::new(sleep).poll(cx).is_ready() {
+                if shared.signal.is_fired() {
+                    shared.cut.fetch_add(1, Ordering::AcqRel);
+                }
                 return Poll::Ready(Err(None));
             }
         }
