@@ -61,6 +61,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     loop {
         match connect_once(&endpoint) {
             Ok((sender, conn)) => {
+                server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
                 let Some(shared) = weak.upgrade() else { return };
                 shared.set_state(ConnState::Ready(sender));
                 drop(shared);
@@ -104,6 +105,29 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     }
 }
 
+/// Waits (up to the connect timeout) for the server's first bytes, its SETTINGS, so that the
+/// connection is published with the server's stream limit known: calls sent before it would
+/// open streams past a small limit and be refused. A peer that sends nothing is no HTTP/2
+/// server: the attempt fails.
+fn wait_for_settings(conn: &Driver, deadline: std::time::Instant) -> io::Result<()> {
+    let watch = conn.watch();
+    let wait = std::future::poll_fn(|cx| {
+        watch.register(cx.waker());
+        if watch.reads.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if spindle::task::block_on(spindle::time::timeout(left, wait)).is_err() {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, "the server sent no HTTP/2 SETTINGS in time"));
+    }
+    // The read woke us before hyper's connection task applied what it read: let it run.
+    spindle::task::block_on(spindle::task::yield_now());
+    Ok(())
+}
+
 type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, spindle::hyper_rt::Executor>;
 
 /// Wakes the manager after the first reads of a connection, so that it publishes the
@@ -112,6 +136,8 @@ type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, sp
 #[derive(Default)]
 struct Watch {
     waker: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Reads completed so far (counted up to the first few).
+    reads: std::sync::atomic::AtomicUsize,
 }
 
 impl Watch {
@@ -145,6 +171,7 @@ impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for Watched<I> {
         let poll = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
         if self.reads_left > 0 && poll.is_ready() {
             self.reads_left -= 1;
+            self.watch.reads.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             self.watch.wake();
         }
         poll
@@ -234,7 +261,9 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                         }
                         let watch = std::sync::Arc::new(Watch::default());
                         let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
-                        return Ok((sender, Driver::Tcp(conn, watch)));
+                        let driver = Driver::Tcp(conn, watch);
+                        wait_for_settings(&driver, deadline)?;
+                        return Ok((sender, driver));
                     }
                     Err(e) => last = Some(e),
                 }
@@ -247,7 +276,9 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
             let stream = spindle::net::UnixStream::connect(path)?;
             let watch = std::sync::Arc::new(Watch::default());
             let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
-            Ok((sender, Driver::Unix(conn, watch)))
+            let driver = Driver::Unix(conn, watch);
+            wait_for_settings(&driver, deadline)?;
+            Ok((sender, driver))
         }
     }
 }

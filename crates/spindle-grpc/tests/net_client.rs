@@ -81,16 +81,31 @@ fn unavailable_while_down_then_reconnects() {
     assert_eq!(channel.in_flight(), 0);
 }
 
-/// A peer that accepts the connection and never answers: the call's deadline ends it here,
-/// as DEADLINE_EXCEEDED, from a fiber and from a plain thread.
+/// A peer that speaks just enough HTTP/2 (its SETTINGS) and never answers a call.
+fn mute_server(connections: usize) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for _ in 0..connections {
+            let (mut stream, _) = listener.accept().unwrap();
+            // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+            std::io::Write::write_all(&mut stream, &[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap();
+            held.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(10));
+    });
+    addr
+}
+
+/// A server that never answers: the call's deadline ends it here, as DEADLINE_EXCEEDED, from
+/// a fiber and from a plain thread.
 #[test]
 fn deadline_is_enforced_by_the_client() {
     let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = silent.local_addr().unwrap();
+    let addr = mute_server(2);
     let endpoint = Endpoint::new(format!("http://{addr}")).unwrap().handle(rt.handle());
     let channel = rt.block_on(move || spindle::task::block_on(endpoint.connect())).unwrap();
-    let (_peer, _) = silent.accept().unwrap(); // held open, never read
     let call = |channel: spindle_grpc::RemoteChannel| async move {
         let mut request = tonic::Request::new(Empty {});
         request.set_timeout(Duration::from_millis(30));
@@ -107,11 +122,27 @@ fn deadline_is_enforced_by_the_client() {
         .handle(rt.handle())
         .timeout(Duration::from_millis(30));
     let channel2 = rt.block_on(move || spindle::task::block_on(endpoint.connect())).unwrap();
-    let (_peer2, _) = silent.accept().unwrap();
     let err =
         spindle::task::block_on(TestServiceClient::new(channel2.clone()).empty_call(Empty {})).unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded);
     assert!(net::wait_until(Duration::from_secs(5), || channel.in_flight() == 0 && channel2.in_flight() == 0));
+}
+
+/// A peer that accepts and sends nothing is no HTTP/2 server: connecting fails after the
+/// connect timeout (it does not hang).
+#[test]
+fn a_silent_peer_fails_the_connect() {
+    let rt = spindle::Runtime::new().unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let endpoint = Endpoint::new(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(Duration::from_millis(50))
+        .handle(rt.handle());
+    let result = rt.block_on(move || spindle::task::block_on(endpoint.connect()).map(drop));
+    let err = result.unwrap_err();
+    assert!(err.to_string().contains("SETTINGS"), "{err}");
+    drop(silent);
 }
 
 /// Calls from many tasks share one connection.
