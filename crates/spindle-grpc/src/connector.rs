@@ -1,6 +1,6 @@
 //! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
-//! (TCP or Unix, then the HTTP/2 handshake), publishes the connection, drives it until it
-//! ends, and reconnects.
+//! (TCP or Unix, then the HTTP/2 handshake), publishes the connection, runs hyper's
+//! dispatcher as a task until the connection ends, and reconnects.
 //!
 //! # Invariants
 //!
@@ -67,14 +67,19 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                 drop(shared);
                 backoff = endpoint.backoff_initial;
                 let mut conn = conn;
-                let run = std::future::poll_fn(|cx| {
+                let streams = server_streams.clone();
+                // hyper's dispatcher runs as a task (cheaper to wake per call than a fiber);
+                // the manager fiber waits for its end.
+                let run = std::future::poll_fn(move |cx| {
                     conn.watch().register(cx.waker());
                     let poll = std::pin::Pin::new(&mut conn).poll(cx);
-                    server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                    streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
                     poll
                 });
-                if let Err(e) = spindle::task::block_on(run) {
-                    log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target);
+                match spindle::task::spawn_async(run).join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
+                    Err(_) => log::warn!("spindle-grpc: the connection task to {:?} panicked", endpoint.target),
                 }
                 server_streams.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
                 let Some(shared) = weak.upgrade() else { return };
