@@ -79,7 +79,9 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                 match spindle::task::spawn_async(run).join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
-                    Err(_) => log::warn!("spindle-grpc: the connection task to {:?} panicked", endpoint.target),
+                    Err(_) => {
+                        log::warn!("spindle-grpc: the connection task to {:?} panicked", endpoint.target)
+                    }
                 }
                 server_streams.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
                 let Some(shared) = weak.upgrade() else { return };

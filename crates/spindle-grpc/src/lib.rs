@@ -1,12 +1,14 @@
-//! spindle-grpc: an in-process gRPC channel for [tonic] on spindle.
+//! spindle-grpc: gRPC for [tonic] on spindle, in process ([`Channel`]) and over HTTP/2
+//! ([`Server`], [`Endpoint`], [`RemoteChannel`]), or either, chosen by URI ([`AnyChannel`]).
 //!
 //! A [`Channel`] holds tonic-generated servers (any `Service<http::Request<tonic::body::Body>>`
 //! with a [`NamedService`] name) and is itself the transport of tonic-generated clients
 //! ([`tonic::client::GrpcService`]): `FooClient::new(channel)`. There are no sockets and no
 //! HTTP/2: a call hands the client's `http::Request` (headers and the body of encoded
 //! messages) to the server, and the server's `http::Response` (headers, message frames,
-//! trailers) back. Swap the channel for `tonic::transport::Channel` and the same client code
-//! runs over the network.
+//! trailers) back. Serve the same channel over the network with [`Server`], and call it from
+//! elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same client code runs
+//! in process and remote, with no tokio runtime (the crate README has the network semantics).
 //!
 //! ```
 //! use spindle_grpc::Channel;
