@@ -500,16 +500,24 @@ impl Drop for Permit {
     }
 }
 
-/// Set when the caller drops a call before its end; the request body then fails.
+/// Set when the caller drops a call before its end; the request body then fails. Also holds
+/// the request body's own failure (tonic's encoding errors), which the call reports in place
+/// of the stream reset it causes.
 #[derive(Default)]
 struct CancelFlag {
     cancelled: AtomicBool,
     waker: Mutex<Option<Waker>>,
+    failure: Mutex<Option<Status>>,
 }
 
 struct CancelOnDrop(Option<Arc<CancelFlag>>);
 
 impl CancelOnDrop {
+    /// The request body's own failure, if it failed.
+    fn failure(&self) -> Option<Status> {
+        self.0.as_ref().and_then(|flag| lock(&flag.failure).clone())
+    }
+
     /// The call ended normally: the request body is left to finish.
     fn defuse(mut self) {
         self.0 = None;
@@ -547,6 +555,11 @@ impl http_body::Body for OutBody {
             return cancelled();
         }
         let poll = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Err(status))) = &poll {
+            // tonic's client reports its encoding errors (its encoding limit among them) as an
+            // error of the request body: the call ends with it, as the spec's code.
+            *lock(&self.cancel.failure) = Some(crate::limit::respec(status.clone()));
+        }
         if poll.is_pending() {
             *lock(&self.cancel.waker) = Some(cx.waker().clone());
             if self.cancel.cancelled.load(Ordering::Acquire) {
@@ -690,7 +703,8 @@ impl Future for RemoteFuture {
         match send.as_mut().poll(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Err(e)) => {
-                let status = status_of(&e);
+                let local = this.call.as_ref().and_then(|c| c.cancel.failure());
+                let status = local.unwrap_or_else(|| status_of(&e));
                 this.fail(status)
             }
             Poll::Ready(Ok(response)) => {
@@ -756,7 +770,10 @@ impl http_body::Body for RemoteBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(status))) => this.fail(&status),
+            Poll::Ready(Some(Err(status))) => {
+                let local = this.call.as_ref().and_then(|c| c.cancel.failure());
+                this.fail(&local.unwrap_or(status))
+            }
             Poll::Ready(None) => {
                 this.body = None;
                 this.finish();

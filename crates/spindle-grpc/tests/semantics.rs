@@ -54,6 +54,13 @@ fn panics_outside() {
     common::run_outside(panics);
 }
 
+/// Over spindle-grpc's network server the same isolation holds: the panic is the call's, the
+/// server keeps serving.
+#[test]
+fn panics_net() {
+    common::run_net(false, panics);
+}
+
 // ---------------------------------------------------------------------------------------
 // Message size limits.
 //
@@ -166,6 +173,11 @@ fn size_limits_by_default_outside() {
 }
 
 #[test]
+fn size_limits_by_default_net() {
+    common::run_net(false, size_limits_by_default);
+}
+
+#[test]
 fn size_limits_by_default_tcp() {
     common::run_tcp(size_limits_by_default);
 }
@@ -224,6 +236,11 @@ fn tonic_size_limits_outside() {
 }
 
 #[test]
+fn tonic_size_limits_net() {
+    common::run_net_on(false, limited, |c| c, tonic_size_limits);
+}
+
+#[test]
 fn tonic_size_limits_tcp() {
     common::run_tcp_with(limited, tonic_size_limits);
 }
@@ -253,6 +270,11 @@ async fn raised_size_limits<T: Transport>(env: Env<T>) {
 #[test]
 fn raised_size_limits_inproc() {
     common::run_inproc_on(raised, raise, raised_size_limits);
+}
+
+#[test]
+fn raised_size_limits_net() {
+    common::run_net_on(false, raised, raise, raised_size_limits);
 }
 
 #[test]
