@@ -164,6 +164,15 @@ impl Endpoint {
         self
     }
 
+    /// HTTP/2 flow-control windows: how much response data the server may send ahead, per
+    /// call and per connection (defaults 1 MiB and 2 MiB). They bound what the client buffers
+    /// of responses its callers do not read.
+    pub fn flow_control_windows(mut self, stream: u32, connection: u32) -> Endpoint {
+        self.initial_stream_window = stream;
+        self.initial_connection_window = connection;
+        self
+    }
+
     /// `TCP_NODELAY` on the connection (default on).
     pub fn nodelay(mut self, on: bool) -> Endpoint {
         self.nodelay = on;

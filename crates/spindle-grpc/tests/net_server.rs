@@ -233,3 +233,35 @@ fn keepalive_pings_keep_a_connection() {
     assert_eq!(net.serving().stats().connections_total, 1, "the connection was replaced");
     net.settle(1);
 }
+
+/// HTTP/2 flow control: a client that stops reading a long response stream stops the handler
+/// within the windows and the server's send buffer (a few hundred KiB here), not at the end of
+/// the stream's 10 MiB.
+#[test]
+fn a_client_that_stops_reading_bounds_the_server() {
+    let net = start(|s| s.max_send_buf_size(64 << 10));
+    let endpoint = net.endpoint().flow_control_windows(64 << 10, 128 << 10);
+    let counters = net.counters.clone();
+    let (read, produced) = net.run(async move {
+        let client = endpoint.connect().await.unwrap();
+        let request = StreamingOutputCallRequest {
+            response_parameters: (0..10_000)
+                .map(|_| ResponseParameters { size: 1024, ..Default::default() })
+                .collect(),
+            ..Default::default()
+        };
+        let mut stream =
+            TestServiceClient::new(client).streaming_output_call(request).await.unwrap().into_inner();
+        for _ in 0..3 {
+            stream.message().await.unwrap().unwrap();
+        }
+        // The handler could run far ahead now, if nothing bounded it.
+        spindle::time::sleep_future(Duration::from_millis(100)).await;
+        (3u64, counters.produced.load(SeqCst))
+    });
+    // 64 KiB stream window + 64 KiB send buffer + tonic's 32 KiB batch, in 1 KiB messages,
+    // with room for framing: well under 10,000.
+    eprintln!("flow control: {produced} produced, {read} read");
+    assert!(produced <= read + 400, "{produced} messages produced while {read} were read");
+    net.settle(0);
+}
