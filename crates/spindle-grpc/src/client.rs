@@ -82,8 +82,9 @@ pub(crate) enum Target {
 impl Endpoint {
     /// An endpoint for `uri`: `http://host:port` (TCP; port 80 if absent) or `unix:/path`
     /// (also `unix:///path`), with defaults: 5 s connect timeout, no default call timeout,
-    /// reconnection backoff from 100 ms doubling up to 5 s, no keepalive pings. Must be
-    /// connected on a spindle worker, or after [`Endpoint::handle`].
+    /// reconnection backoff from 100 ms doubling up to 5 s, no keepalive pings. The connection
+    /// runs on the runtime of [`Endpoint::handle`], else of the worker that built the
+    /// endpoint, else of the worker that connects it.
     pub fn new(uri: impl AsRef<str>) -> io::Result<Endpoint> {
         let uri = uri.as_ref();
         let invalid =
@@ -123,7 +124,7 @@ impl Endpoint {
     }
 
     /// Runs the connection on `handle`'s runtime (default: the runtime of the worker that
-    /// built the endpoint). Needed to connect from a thread outside any runtime.
+    /// built or connects the endpoint). Needed to connect from a thread outside any runtime.
     pub fn handle(mut self, handle: spindle::Handle) -> Endpoint {
         self.handle = Some(handle);
         self
@@ -194,12 +195,15 @@ impl Endpoint {
     }
 
     fn build(&self) -> io::Result<RemoteChannel> {
-        if self.handle.is_none() {
+        let mut endpoint = self.clone();
+        // Built elsewhere, connected on a worker: that worker's runtime.
+        endpoint.handle = endpoint.handle.or_else(spindle::Handle::current);
+        if endpoint.handle.is_none() {
             return Err(io::Error::other(
-                "spindle-grpc: an Endpoint built outside a spindle worker needs Endpoint::handle",
+                "spindle-grpc: connecting outside a spindle worker needs a runtime: Endpoint::handle",
             ));
         }
-        Ok(RemoteChannel { shared: Arc::new(Shared::new(self.clone())), reserved: false })
+        Ok(RemoteChannel { shared: Arc::new(Shared::new(endpoint)), reserved: false })
     }
 }
 

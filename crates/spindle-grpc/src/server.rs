@@ -457,7 +457,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
 
     fn call(&self, request: http::Request<Incoming>) -> ServedFuture {
         let guard = CallGuard::new(&self.shared, &self.activity);
-        let request = request.map(|body| tonic::body::Body::new(WireBody::new(body)));
+        let request = request.map(|body| tonic::body::Body::new(WireBody::request(body)));
         ServedFuture { inner: self.channel.start(request), guard: Some(guard) }
     }
 }

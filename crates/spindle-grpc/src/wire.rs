@@ -1,7 +1,8 @@
 //! hyper's HTTP/2 bodies as gRPC bodies: a body received from the network ([`hyper::body::Incoming`])
-//! whose errors are gRPC statuses mapped as the gRPC spec maps HTTP/2 errors, so that a handler
-//! reading an upload that the client reset sees `CANCELLED`, and a client whose connection was
-//! lost sees `UNAVAILABLE`.
+//! whose errors are gRPC statuses: on the server, any error of an upload (the client reset the
+//! stream, or the connection was lost) is `CANCELLED` for the handler reading it; on the
+//! client, HTTP/2 errors map as the gRPC spec's table says (a lost connection is
+//! `UNAVAILABLE`).
 //!
 //! # Invariants
 //!
@@ -66,11 +67,28 @@ fn status_of_h2(err: &h2::Error) -> Status {
 /// A body received over HTTP/2 ([`Incoming`]) with its errors as statuses (module docs).
 pub(crate) struct WireBody {
     inner: Option<Incoming>,
+    /// A request body on the server: any error of it (a reset stream, whatever its reason,
+    /// or a lost connection) means the client abandoned the call: `CANCELLED`, as grpc-go's
+    /// servers see it too.
+    request: bool,
 }
 
 impl WireBody {
+    /// A response body on the client.
     pub(crate) fn new(inner: Incoming) -> WireBody {
-        WireBody { inner: Some(inner) }
+        WireBody { inner: Some(inner), request: false }
+    }
+
+    /// A request body on the server.
+    pub(crate) fn request(inner: Incoming) -> WireBody {
+        WireBody { inner: Some(inner), request: true }
+    }
+
+    fn status(&self, err: &hyper::Error) -> Status {
+        if self.request {
+            return Status::cancelled(format!("the client abandoned the call: {err}"));
+        }
+        status_of(err)
     }
 }
 
@@ -85,14 +103,15 @@ impl http_body::Body for WireBody {
         let Some(inner) = self.inner.as_mut() else { return Poll::Ready(None) };
         match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Err(e))) => {
+                let status = self.status(&e);
                 self.inner = None;
-                Poll::Ready(Some(Err(status_of(&e))))
+                Poll::Ready(Some(Err(status)))
             }
             Poll::Ready(None) => {
                 self.inner = None;
                 Poll::Ready(None)
             }
-            other => other.map_err(|e| status_of(&e)),
+            other => other.map_err(|e| self.status(&e)),
         }
     }
 

@@ -524,6 +524,7 @@ macro_rules! interceptors_case {
 
 interceptors_case!(interceptors, spindle_grpc::Channel);
 interceptors_case!(interceptors_over_tcp, tonic::transport::Channel);
+interceptors_case!(interceptors_over_net, spindle_grpc::RemoteChannel);
 
 #[test]
 fn interceptors_inproc() {
@@ -533,6 +534,11 @@ fn interceptors_inproc() {
 #[test]
 fn interceptors_outside() {
     common::run_outside_with(intercepted, interceptors);
+}
+
+#[test]
+fn interceptors_net() {
+    common::run_net_on(false, intercepted, |c| c, interceptors_over_net);
 }
 
 #[test]
@@ -671,6 +677,49 @@ fn cancelled_upload_is_cancelled_for_the_reader() {
         })
     });
     assert_eq!(*reader.outcome.lock().unwrap(), Some(Err(Code::Cancelled)));
+}
+
+/// The same over spindle-grpc's network server and client: the client drops the call, the
+/// HTTP/2 stream is reset, and the handler's reader (in a task it spawned) sees CANCELLED.
+#[test]
+fn cancelled_upload_is_cancelled_for_the_reader_over_the_network() {
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let reader = Reader { started: Default::default(), outcome: Default::default(), inline: false };
+    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(reader.clone());
+    let serving = rt.block_on(move || {
+        let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        spindle_grpc::Server::new(channel).serve_tcp(listener).unwrap()
+    });
+    let endpoint = spindle_grpc::Endpoint::new(format!("http://{}", serving.local_addr().unwrap())).unwrap();
+    let outcome = reader.outcome.clone();
+    rt.block_on(move || {
+        spindle::task::block_on(async move {
+            let remote = endpoint.connect().await.unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel::<StreamingInputCallRequest>(1);
+            let mut client = TestServiceClient::new(remote);
+            tx.send(StreamingInputCallRequest::default()).await.unwrap();
+            let call = client.streaming_input_call(tokio_stream::wrappers::ReceiverStream::new(rx));
+            let started = async {
+                while !reader.started.load(SeqCst) {
+                    spindle::time::sleep_future(Duration::from_millis(1)).await;
+                }
+                spindle::time::sleep_future(Duration::from_millis(5)).await;
+            };
+            match futures_util::future::select(Box::pin(call), Box::pin(started)).await {
+                futures_util::future::Either::Left(_) => panic!("the call ended by itself"),
+                futures_util::future::Either::Right(_) => {} // the call is dropped: cancelled
+            }
+            for _ in 0..10_000 {
+                if outcome.lock().unwrap().is_some() {
+                    break;
+                }
+                spindle::time::sleep_future(Duration::from_millis(1)).await;
+            }
+            drop(tx);
+        })
+    });
+    assert_eq!(*reader.outcome.lock().unwrap(), Some(Err(Code::Cancelled)));
+    serving.shutdown(Duration::from_secs(1));
 }
 
 /// An oversized upload read in a task the handler spawned: the call still ends with
