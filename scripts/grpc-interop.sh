@@ -14,7 +14,8 @@ status_code_and_message special_status_message unimplemented_method unimplemente
 cancel_after_begin cancel_after_first_response timeout_on_sleeping_server"
 VERSION="${GRPC_GO_VERSION:-v1.85.0}"
 TARGET="${CARGO_TARGET_DIR:-target}"
-export GOBIN="${GOBIN:-$PWD/$TARGET/grpc-go-interop-$VERSION}"
+case "$TARGET" in /*) ;; *) TARGET="$PWD/$TARGET" ;; esac
+export GOBIN="${GOBIN:-$TARGET/grpc-go-interop-$VERSION}"
 
 if ! command -v go >/dev/null 2>&1; then
     echo "grpc-interop: SKIPPED: no Go toolchain on PATH (grpc-go's interop programs need one)"
