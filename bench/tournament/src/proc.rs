@@ -222,9 +222,17 @@ pub fn resolve_program(program: &str, dir: &Path) -> PathBuf {
 }
 
 /// A command for `step` (program and arguments) run in `dir`.
+///
+/// A `cargo` step builds into `dir/target`, whatever `CARGO_TARGET_DIR`, `CARGO_BUILD_TARGET_DIR`
+/// or a cargo config file says: the manifests' run commands name their binaries there
+/// (`target/release/...`), so a target directory set elsewhere (many users set one globally)
+/// would build the peers where the tournament does not look for them.
 pub fn command(step: &[String], dir: &Path) -> Command {
     let mut cmd = Command::new(resolve_program(&step[0], dir));
     cmd.args(&step[1..]).current_dir(dir);
+    if step[0] == "cargo" {
+        cmd.env("CARGO_TARGET_DIR", dir.join("target"));
+    }
     cmd
 }
 
@@ -274,6 +282,19 @@ mod tests {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(script);
         cmd
+    }
+
+    #[test]
+    fn cargo_steps_build_where_the_run_commands_look() {
+        let dir = Path::new("/peers/rust");
+        let target_dir = |cmd: &Command| {
+            cmd.get_envs().find(|(k, _)| *k == "CARGO_TARGET_DIR").and_then(|(_, v)| v.map(PathBuf::from))
+        };
+        let step = ["cargo", "build", "--release"].map(String::from);
+        // Set on the command itself, so it overrides the caller's CARGO_TARGET_DIR and configs.
+        assert_eq!(target_dir(&command(&step, dir)), Some(dir.join("target")));
+        let other = ["sh", "-c", "true"].map(String::from);
+        assert_eq!(target_dir(&command(&other, dir)), None, "only cargo steps are redirected");
     }
 
     #[test]

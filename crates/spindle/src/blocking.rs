@@ -90,7 +90,9 @@ impl BlockingPool {
                 thread::Builder::new().name(self.thread_name.clone()).spawn(move || pool.worker_loop());
             if let Err(e) = spawned {
                 state.threads -= 1;
-                log::error!("spawn_blocking: could not start a thread ({e}); the job waits for a free one");
+                crate::report::error(format_args!(
+                    "spindle: spawn_blocking could not start a thread ({e}); the job waits for a free one"
+                ));
                 if state.threads == 0 {
                     // Nothing will ever run it: fail it now rather than hang its handle.
                     let job = state.queue.pop_back().expect("just pushed");

@@ -33,6 +33,7 @@ pub mod hyper_rt;
 mod loom;
 pub mod net;
 pub(crate) mod reactor;
+mod report;
 mod sched;
 pub mod sync;
 pub(crate) mod sys;

@@ -13,19 +13,34 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::sched::worker::TimerHandle;
 
 /// Suspends the caller for at least `duration`: parks the fiber, or sleeps the thread.
+///
+/// # Panics
+///
+/// In an async task on a spindle worker, where it would stall the whole worker: use
+/// [`sleep_future`]`(duration).await` there.
+#[track_caller]
 pub fn sleep(duration: Duration) {
     sleep_until(Instant::now() + duration);
 }
 
 /// Suspends the caller until `deadline` (returns at once if it has passed).
+///
+/// # Panics
+///
+/// In an async task on a spindle worker: use [`sleep_until_future`]`(deadline).await` there.
+#[track_caller]
 pub fn sleep_until(deadline: Instant) {
-    let Some(worker) = worker::current().filter(|w| w.current_fiber().is_some()) else {
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-        return;
+    let worker = match blocking_caller("sleep") {
+        Caller::Fiber(worker) => worker,
+        Caller::Thread => {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            return;
+        }
     };
     if Instant::now() >= deadline {
         return;
@@ -54,12 +69,16 @@ pub fn sleep_until(deadline: Instant) {
 ///
 /// # Panics
 ///
-/// Outside a spindle runtime.
+/// Outside a spindle runtime, and in an async task (use [`timeout`] on a future there).
+#[track_caller]
 pub fn timeout_fiber<F, T>(duration: Duration, op: F) -> Result<T, Elapsed>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    if let Caller::Thread = blocking_caller("timeout_fiber") {
+        panic!("spindle::time::timeout_fiber called outside a spindle runtime");
+    }
     let deadline = Instant::now() + duration;
     let handle = crate::spawn(op);
     if !handle.wait_until(deadline) {

@@ -97,7 +97,50 @@ fn the_watchdog_warns_about_a_fiber_that_does_not_yield() {
     assert!(
         lines
             .iter()
-            .any(|l| l.contains(&format!("fiber {id} has run for")) && l.contains("without yielding")),
+            .any(|l| l.contains(&format!("fiber {id} has held worker 0 for"))
+                && l.contains("without yielding")),
         "{lines:?}"
+    );
+}
+
+const CHILD_ENV: &str = "SPINDLE_TEST_WATCHDOG_CHILD";
+
+/// Run by the test below in a child process, where no logger is installed.
+#[test]
+fn watchdog_child_without_a_logger() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let rt = Builder::new()
+        .worker_threads(1)
+        .long_running_budget(Some(Duration::from_millis(20)))
+        .build()
+        .unwrap();
+    let id = rt.block_on(|| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(200) {
+            std::hint::spin_loop(); // never yields
+        }
+        spindle::fiber::current().id().as_u64()
+    });
+    eprintln!("CHILD FIBER {id}");
+}
+
+#[test]
+fn without_a_logger_the_watchdog_writes_to_stderr() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["watchdog_child_without_a_logger", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("CHILD FIBER "))
+        .unwrap_or_else(|| panic!("child printed no fiber id:\n{stderr}"));
+    assert!(
+        stderr.contains(&format!("[spindle WARN] spindle: fiber {id} has held worker 0 for")),
+        "no watchdog line on stderr:\n{stderr}"
     );
 }

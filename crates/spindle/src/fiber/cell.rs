@@ -53,7 +53,8 @@ pub(crate) struct Header {
     pub(crate) stack_size: usize,
     /// Saved stack pointer while suspended (owner-only).
     pub(crate) sp: Cell<usize>,
-    /// The stack, from the first run until the fiber has finished (owner-only).
+    /// The stack: given by the spawner before the fiber is published (a spawn on a worker),
+    /// else by the owner on the first run; taken back when the fiber has finished (owner-only).
     pub(crate) stack: Cell<Option<Stack>>,
     /// The guard page range of `stack`, readable from the overflow signal handler.
     pub(crate) guard: Cell<(usize, usize)>,
@@ -164,14 +165,19 @@ impl Drop for Header {
             drop(unsafe { Arc::from_raw(owner) });
         }
         if let Some(stack) = self.stack.take() {
+            if owner.is_null() {
+                // Given at spawn and never run on: an ordinary free stack.
+                drop(stack);
+                return;
+            }
             // The fiber started and never finished, and nothing can resume it: its frames may
             // hold pinned values that other objects still point to, so the memory must not be
             // reused. Leak it (address space only; its resident pages stay).
-            log::warn!(
-                "fiber {} ({}) was dropped while suspended; its stack is leaked",
+            crate::report::warn(format_args!(
+                "spindle: fiber {} ({}) was dropped while suspended; its stack is leaked",
                 self.id,
                 self.display_name()
-            );
+            ));
             std::mem::forget(stack);
         }
     }
@@ -244,6 +250,7 @@ where
             unreachable!("fiber stage run twice");
         };
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        super::cancel::end();
         // SAFETY: as above; `state` is not used past this point, so re-borrow.
         unsafe { *self.state.get() = State::Done(result) };
         header.complete();

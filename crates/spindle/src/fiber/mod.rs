@@ -14,6 +14,7 @@
 //!   unwinds across a context switch.
 
 pub(crate) mod arch;
+pub(crate) mod cancel;
 pub(crate) mod cell;
 pub(crate) mod overflow;
 pub(crate) mod stack;
@@ -31,6 +32,7 @@ pub use cell::Cancelled;
 use cell::{FiberCell, FiberRef, Output, StageImpl};
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
 
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::{worker, Runtime, DEFAULT_STACK_SIZE};
 use crate::sync::waiter::Waiter;
 
@@ -98,7 +100,9 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for a stack size out of range.
+    /// `InvalidInput` for a stack size out of range; the system's error (`ENOMEM`: out of
+    /// memory or of mappings) when no stack can be mapped. The stack is taken at spawn, so a
+    /// fiber that spawned will start.
     ///
     /// # Panics
     ///
@@ -113,6 +117,7 @@ impl Builder {
         );
         let target = self.worker;
         let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some())?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         match target {
             Some(i) => worker.rt.submit_to(i, fiber),
             None => worker.place_new(fiber),
@@ -126,7 +131,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` for a stack size out of range.
+    /// As [`Builder::spawn`].
     ///
     /// # Panics
     ///
@@ -139,6 +144,7 @@ impl Builder {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
         let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -198,13 +204,15 @@ impl Builder {
 ///
 /// # Panics
 ///
-/// Outside a fiber of a spindle runtime; use [`Runtime::spawn`] there.
+/// Outside a fiber of a spindle runtime (use [`Runtime::spawn`] there), and when no stack can
+/// be mapped (out of memory or of mappings), as `std::thread::spawn` panics when it cannot
+/// start a thread; [`Builder::spawn`] returns that error instead.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    Builder::new().spawn(f).expect("the default stack size is valid")
+    Builder::new().spawn(f).unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
 }
 
 /// Spawns a fiber that stays on the current worker (see [`Builder::spawn_local`]): `f` need
@@ -223,13 +231,14 @@ where
 ///
 /// # Panics
 ///
-/// Outside a fiber or task of a spindle runtime.
+/// Outside a fiber or task of a spindle runtime, and when no stack can be mapped (see
+/// [`spawn`]).
 pub fn spawn_local<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + 'static,
     T: Send + 'static,
 {
-    Builder::new().spawn_local(f).expect("the default stack size is valid")
+    Builder::new().spawn_local(f).unwrap_or_else(|e| panic!("spindle::fiber::spawn_local failed: {e}"))
 }
 
 /// The closure of a `spawn_local` fiber, which need not be `Send`.
@@ -283,7 +292,15 @@ impl<T> JoinHandle<T> {
     /// Waits for the fiber to finish and returns its result, or the payload of its panic
     /// (a [`Cancelled`] payload if its runtime shut down first). In a fiber this parks the
     /// fiber; on any other thread it blocks the thread.
+    ///
+    /// # Panics
+    ///
+    /// In an async task on a spindle worker, even when the fiber has finished (so that the
+    /// misuse shows the first time, not only when the join would wait): `.await` a task's
+    /// handle there, or join from a fiber.
+    #[track_caller]
     pub fn join(self) -> thread::Result<T> {
+        blocking_caller("join");
         let header = &self.cell.header;
         if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
@@ -310,8 +327,8 @@ impl<T> JoinHandle<T> {
         if header.is_complete() {
             return true;
         }
-        match worker::current().filter(|w| w.current_fiber().is_some()) {
-            Some(w) => {
+        match blocking_caller("join (with timeout)") {
+            Caller::Fiber(w) => {
                 let waker = w.current_waker();
                 // The join slot takes one waiter for good; our fiber is it from now on.
                 if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
@@ -324,7 +341,7 @@ impl<T> JoinHandle<T> {
                 }
                 w.cancel_timer(timer);
             }
-            None => {
+            Caller::Thread => {
                 if !self.registered.get() && !header.set_join_waiter(Waiter::current()) {
                     return true;
                 }

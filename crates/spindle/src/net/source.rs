@@ -7,7 +7,13 @@
 //!   to this module, never blocks the worker.
 //! - A socket is registered with a reactor only when a call first returns `WouldBlock` (a
 //!   listener that is bound and dropped costs no `epoll_ctl`). It stays registered with the
-//!   worker that registered it; wake-ups reach waiters on any worker through their wakers.
+//!   worker that registered it (its *home*); wake-ups reach waiters on any worker, of any
+//!   runtime, through their wakers.
+//! - **A socket never waits on a dead home.** Before a wait registers a waker, it checks that
+//!   its home's runtime has not shut down; if it has (the socket outlived its runtime and is
+//!   used in another), the readiness state moves to the current worker's driver
+//!   (`Registration::rehome`), and outside any runtime the wait fails with an error. Old homes
+//!   stay alive until the socket closes, so the home pointer read on that path never dangles.
 //! - The registration is forgotten (`Driver::deregister`) before the descriptor closes, so an
 //!   event still queued for it is recognised as stale (reactor invariant 2).
 //! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
@@ -15,20 +21,65 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
 use crate::reactor::io::{Direction, ScheduledIo};
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker::{self, WorkerShared};
 
+/// A socket's readiness state and the worker whose driver delivers its events (its *home*).
 struct Registration {
     io: Arc<ScheduledIo>,
-    token: u64,
-    owner: Arc<WorkerShared>,
+    /// The current home, read on the way to every park; points into `homes`.
+    home: AtomicPtr<WorkerShared>,
+    /// The current home's token, and every home this socket ever had (the last is current).
+    /// Kept alive so that `home` never dangles; changed only by [`Registration::rehome`].
+    homes: Mutex<(u64, Vec<Arc<WorkerShared>>)>,
+}
+
+impl Registration {
+    fn new(io: Arc<ScheduledIo>, token: u64, worker: Arc<WorkerShared>) -> Registration {
+        let home = AtomicPtr::new(Arc::as_ptr(&worker).cast_mut());
+        Registration { io, home, homes: Mutex::new((token, vec![worker])) }
+    }
+
+    /// Whether the home's runtime has shut down: nothing polls its driver any more, so a
+    /// waiter registered there would never be woken.
+    fn home_shut_down(&self) -> bool {
+        // SAFETY: `home` always points to a worker held by `homes`, which keeps every home this
+        // registration ever had alive until the registration is dropped.
+        let home = unsafe { &*self.home.load(Ordering::Acquire) };
+        home.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Moves the socket's events to `worker`'s driver, if its home's runtime has shut down.
+    fn rehome(&self, fd: std::os::fd::RawFd, worker: &Arc<WorkerShared>) -> io::Result<()> {
+        let mut homes = crate::sync::lock(&self.homes);
+        let (token, list) = &mut *homes;
+        let current = list.last().expect("a registration has a home");
+        if !current.shutdown.load(Ordering::Acquire) {
+            return Ok(()); // another thread moved it first
+        }
+        let new_token = worker.driver.register_io(fd, self.io.clone())?;
+        current.driver.deregister(*token);
+        *token = new_token;
+        list.push(worker.clone());
+        self.home.store(Arc::as_ptr(worker).cast_mut(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Forgets the registration with the current home's driver (the socket is closing).
+    fn deregister(&self) {
+        let homes = crate::sync::lock(&self.homes);
+        if let Some(home) = homes.1.last() {
+            home.driver.deregister(homes.0);
+        }
+    }
 }
 
 /// A non-blocking socket and its reactor registration.
@@ -124,18 +175,32 @@ impl IoSource {
         }
     }
 
-    /// The registration, made with the current worker's reactor if there is none yet.
+    /// The registration, made with the current worker's reactor if there is none yet, and
+    /// moved to it if the runtime it was made with has shut down (a socket outlives its
+    /// runtime and is used in another). `Ok(None)`: not registered and not on a worker.
     fn registration(&self) -> io::Result<Option<&Registration>> {
         if let Some(reg) = self.registration.get() {
+            if reg.home_shut_down() {
+                let Some(worker) = worker::current() else {
+                    return Err(io::Error::other(
+                        "this spindle socket's runtime has shut down and it is being waited on outside \
+                         any spindle runtime: use it in a fiber or task of a running runtime",
+                    ));
+                };
+                // A worker that is shutting down itself keeps the old home: its fibers are
+                // being cancelled, and the wait ends with that.
+                if !worker.shared.shutdown.load(Ordering::Acquire) {
+                    reg.rehome(self.socket.as_raw_fd(), &worker.shared)?;
+                }
+            }
             return Ok(Some(reg));
         }
         let Some(worker) = worker::current() else { return Ok(None) };
         let owner = worker.shared.clone();
         let (io, token) = owner.driver.register(self.socket.as_raw_fd())?;
-        let reg = Registration { io, token, owner };
-        if let Err(reg) = self.registration.set(reg) {
+        if let Err(reg) = self.registration.set(Registration::new(io, token, owner.clone())) {
             // Another thread registered first (the socket is shared): undo ours.
-            reg.owner.driver.deregister(reg.token);
+            reg.deregister();
         }
         Ok(self.registration.get())
     }
@@ -216,8 +281,14 @@ impl IoSource {
     /// Waits until an event of `dir` newer than `seen` (or, when the socket was not registered
     /// before the attempt, any readiness) or the deadline.
     fn wait(&self, dir: Direction, seen: Option<u32>, deadline: Option<Instant>) -> io::Result<()> {
-        let in_fiber = worker::current().filter(|w| w.current_fiber().is_some());
-        let Some(worker) = in_fiber else { return self.wait_thread(dir, deadline) };
+        let call: &'static str = match dir {
+            Direction::Read => "socket read",
+            Direction::Write => "socket write",
+        };
+        let worker = match blocking_caller(call) {
+            Caller::Fiber(worker) => worker,
+            Caller::Thread => return self.wait_thread(dir, deadline),
+        };
         let Some(reg) = self.registration()? else { return self.wait_thread(dir, deadline) };
         // A fresh registration reports the current readiness as its first event (tick 1).
         let seen = seen.unwrap_or(0);
@@ -243,10 +314,7 @@ impl IoSource {
         }
         let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
         loop {
-            crate::sync::waiter::park_on(match dir {
-                Direction::Read => "socket read",
-                Direction::Write => "socket write",
-            });
+            crate::sync::waiter::park_on(call);
             if reg.io.tick(dir) != seen {
                 return Ok(());
             }
@@ -342,7 +410,7 @@ impl IoSource {
 impl Drop for IoSource {
     fn drop(&mut self) {
         if let Some(reg) = self.registration.take() {
-            reg.owner.driver.deregister(reg.token);
+            reg.deregister();
         }
         // The socket closes after this, which also removes it from the epoll set.
     }

@@ -73,6 +73,13 @@ impl Driver {
     /// state and token. The caller must [`deregister`](Self::deregister) it before closing.
     pub(crate) fn register(&self, fd: RawFd) -> stdio::Result<(Arc<ScheduledIo>, u64)> {
         let io = Arc::new(ScheduledIo::new());
+        let token = self.register_io(fd, io.clone())?;
+        Ok((io, token))
+    }
+
+    /// Adds `fd` to this driver's epoll set with an existing readiness state `io` (a socket
+    /// moving to this driver from one whose runtime has shut down): its events now reach `io`.
+    pub(crate) fn register_io(&self, fd: RawFd, io: Arc<ScheduledIo>) -> stdio::Result<u64> {
         let token = {
             let mut slab = crate::sync::lock(&self.slab);
             let index = match slab.free.pop() {
@@ -91,7 +98,7 @@ impl Driver {
             self.release(token);
             return Err(e);
         }
-        Ok((io, token))
+        Ok(token)
     }
 
     /// Forgets a registration (its descriptor is about to be closed, which removes it from

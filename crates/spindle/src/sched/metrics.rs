@@ -130,17 +130,23 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                 seen.2 = true; // once per stall
                 let fiber = stats.running_fiber.load(Ordering::Relaxed);
                 if fiber != 0 {
-                    log::warn!(
-                        "spindle worker {}: fiber {fiber} has run for {stalled:?} without yielding \
-                         (budget {budget:?}); long computations belong in spawn_blocking",
-                        w.index
-                    );
+                    crate::report::warn(format_args!(
+                        "spindle: fiber {fiber} has held worker {} for {} ms without yielding \
+                         (budget {} ms); long computations belong in spawn_blocking, and a \
+                         foreign blocking call (a std lock, another executor's block_on) blocks \
+                         the whole worker",
+                        w.index,
+                        stalled.as_millis(),
+                        budget.as_millis()
+                    ));
                 } else {
-                    log::warn!(
-                        "spindle worker {}: a task or the loop has run for {stalled:?} without yielding \
-                         (budget {budget:?})",
-                        w.index
-                    );
+                    crate::report::warn(format_args!(
+                        "spindle: a task or the event loop has held worker {} for {} ms without \
+                         yielding (budget {} ms)",
+                        w.index,
+                        stalled.as_millis(),
+                        budget.as_millis()
+                    ));
                 }
             }
         }

@@ -18,6 +18,7 @@
 //! suspension point (an endless computation) keeps the drop from returning, as a thread that
 //! never ends keeps `join` from returning.
 
+pub(crate) mod caller;
 pub(crate) mod handle;
 pub(crate) mod idle;
 pub(crate) mod metrics;
@@ -264,17 +265,19 @@ impl Builder {
         self
     }
 
-    /// How many released stacks each worker keeps for reuse (default 65,536); more are unmapped.
-    /// A cached stack that the worker has trimmed costs address space only (256 KiB each
-    /// by default, reserved with `MAP_NORESERVE`), no memory; a large cache lets bursts of
-    /// tens of thousands of fibers reuse mappings instead of paying `mmap`/`munmap` each time.
+    /// How many free stacks each worker keeps mapped once it goes idle (default 65,536): above
+    /// it, an idle worker unmaps the chunks (64 stacks each) whose stacks are all free. A free
+    /// stack beyond `stack_keep_warm` costs address space only (256 KiB each by default,
+    /// reserved with `MAP_NORESERVE`), no memory; a large cache lets bursts of tens of
+    /// thousands of fibers reuse mappings instead of paying `mmap`/`munmap` each time.
     pub fn stack_cache(&mut self, stacks: usize) -> &mut Builder {
         self.stack_cache = stacks;
         self
     }
 
-    /// How many of the cached stacks keep their pages when a worker goes idle (default 256);
-    /// the others give their pages back to the kernel with `madvise(MADV_DONTNEED)`.
+    /// How many of the most recently released stacks keep their pages (default 256); the
+    /// others give their pages back to the kernel with `madvise(MADV_DONTNEED)`, in batches
+    /// every 1,024 releases and when the worker goes idle.
     pub fn stack_keep_warm(&mut self, stacks: usize) -> &mut Builder {
         self.stack_keep_warm = stacks;
         self
@@ -309,6 +312,7 @@ impl Builder {
             stack_keep_warm: self.stack_keep_warm,
         };
         fiber::overflow::install_handler();
+        fiber::cancel::install_hook();
         if let Some(pad) = self.malloc_top_pad {
             crate::sys::malloc::set_top_pad(pad);
         }

@@ -60,6 +60,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
@@ -367,7 +368,7 @@ impl Worker {
             let mut events = self.events.borrow_mut();
             self.dispatching.set(true);
             let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
-                log::error!("epoll_wait failed: {e}");
+                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
                 0
             });
             self.dispatching.set(false);
@@ -431,7 +432,7 @@ impl Worker {
             let mut events = self.events.borrow_mut();
             self.dispatching.set(true);
             if let Err(e) = self.shared.driver.poll(&mut events, Some(std::time::Duration::ZERO)) {
-                log::error!("epoll_wait failed: {e}");
+                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
             }
             self.dispatching.set(false);
         }
@@ -697,6 +698,14 @@ impl Worker {
     }
 
     /// The running fiber, if a fiber is running.
+    /// Whether a fiber is running on this worker (the caller is that fiber), without cloning it.
+    #[inline]
+    pub(crate) fn in_fiber(&self) -> bool {
+        // SAFETY: `current` is owner-only (we are on the worker's thread) and no reference
+        // into the cell is alive; we only read whether it holds a fiber.
+        unsafe { (*self.current.as_ptr()).is_some() }
+    }
+
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
         let fiber = self.current.take();
         let copy = fiber.clone();
@@ -788,6 +797,13 @@ impl Worker {
         unsafe { (*self.lifo_fiber.as_ptr()).is_some() }
     }
 
+    /// A stack of `len` bytes from this worker's pool, with an error that says what failed.
+    pub(crate) fn alloc_stack(&self, len: usize) -> io::Result<crate::fiber::stack::Stack> {
+        self.pool.borrow_mut().get(len).map_err(|err| {
+            io::Error::new(err.kind(), format!("could not allocate a {len} byte fiber stack: {err}"))
+        })
+    }
+
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
     /// Returns the stack pointer to switch to, or `None` when it could not start (it is then
     /// completed with the error as its panic payload).
@@ -805,14 +821,22 @@ impl Worker {
     #[inline(never)]
     fn start(&self, fiber: &FiberRef) -> Option<usize> {
         let header = &fiber.header;
-        let stack = match self.pool.borrow_mut().get(header.stack_size) {
-            Ok(stack) => stack,
-            Err(err) => {
-                let msg = format!("could not allocate a {} byte fiber stack: {err}", header.stack_size);
-                log::error!("{msg}");
-                fiber.stage.abort_unstarted(header, Box::new(msg));
-                return None;
-            }
+        // A fiber spawned on a worker got its stack at spawn; one spawned from outside the
+        // runtime gets it now, and a failure here can only reach its joiner.
+        let stack = match header.stack.take() {
+            Some(stack) => stack,
+            None => match self.alloc_stack(header.stack_size) {
+                Ok(stack) => stack,
+                Err(err) => {
+                    crate::report::error(format_args!(
+                        "spindle: fiber {} ({}): {err}",
+                        header.id,
+                        header.display_name()
+                    ));
+                    fiber.stage.abort_unstarted(header, Box::new(err.to_string()));
+                    return None;
+                }
+            },
         };
         // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
         // and has a guard page below (Stack's contract).
@@ -1037,9 +1061,14 @@ impl Worker {
 
 /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
 fn check_cancel(worker: &Worker) {
-    let cancelled = worker.with_current(|f| f.is_some_and(|f| f.header.is_cancelled()));
-    if cancelled && !std::thread::panicking() {
-        std::panic::resume_unwind(Box::new(Cancelled));
+    let cancelled = worker.with_current(|f| {
+        f.filter(|f| f.header.is_cancelled()).map(|f| (f.header.id, f.header.display_name().to_owned()))
+    });
+    if let Some((id, name)) = cancelled {
+        if !std::thread::panicking() {
+            crate::fiber::cancel::begin(id, &name);
+            std::panic::resume_unwind(Box::new(Cancelled));
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::thread::{self, Thread};
 
 use crate::fiber::cell::FiberRef;
+use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 
 /// A parked fiber or thread that can be woken.
@@ -54,10 +55,15 @@ pub(crate) fn park() {
 }
 
 /// Like [`park`], recording what the fiber waits for (shown by `Runtime::dump_fibers`).
+///
+/// # Panics
+///
+/// In an async task on a spindle worker (see `sched::caller`), naming the async alternative.
+#[track_caller]
 pub(crate) fn park_on(reason: &'static str) {
-    match worker::current() {
-        Some(worker) => worker.park_fiber(reason),
-        None => thread::park(),
+    match blocking_caller(reason) {
+        Caller::Fiber(worker) => worker.park_fiber(reason),
+        Caller::Thread => thread::park(),
     }
 }
 

@@ -1,0 +1,30 @@
+//! Messages the runtime must not lose: a fiber stack that could not be mapped, a fiber holding
+//! its worker (the watchdog), a failed `munmap`.
+//!
+//! They go to the `log` crate when a logger is installed, and to stderr when none is: a
+//! program that never set up logging still sees them. "No logger" is read as
+//! `log::max_level() == LevelFilter::Off`, the state before any logger is installed (loggers
+//! raise it when they are set up).
+
+use std::fmt;
+use std::io::Write;
+
+/// Reports an error: `log::error!` with a logger, else a line on stderr.
+pub(crate) fn error(message: fmt::Arguments<'_>) {
+    emit(log::Level::Error, message);
+}
+
+/// Reports a warning: `log::warn!` with a logger, else a line on stderr.
+pub(crate) fn warn(message: fmt::Arguments<'_>) {
+    emit(log::Level::Warn, message);
+}
+
+fn emit(level: log::Level, message: fmt::Arguments<'_>) {
+    if log::max_level() == log::LevelFilter::Off {
+        // One write of the whole line, so lines of several threads do not interleave.
+        let line = format!("[spindle {level}] {message}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    } else {
+        log::log!(target: "spindle", level, "{message}");
+    }
+}

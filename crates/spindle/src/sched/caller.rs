@@ -1,0 +1,58 @@
+//! Who is making a blocking-style call: a fiber (it parks), a plain thread (it blocks), or
+//! code on a worker outside any fiber, that is an async task or the loop itself.
+//!
+//! Invariant: **a blocking-style call never blocks a worker.** From a fiber it parks the
+//! fiber; from a plain thread it blocks that thread; from an async task it panics (at the
+//! caller's line, through `#[track_caller]`) with a message that names the async alternative,
+//! because blocking there would stall every fiber and task of the worker. Every blocking-style
+//! entry point (`time::sleep`, socket reads and writes, joins, channel and lock waits) asks
+//! [`blocking_caller`] first; `sync::waiter::park_on` asks it for the rest.
+
+use super::worker::{self, Worker};
+
+/// Where a blocking-style call runs.
+pub(crate) enum Caller {
+    /// In a fiber on this worker: park the fiber.
+    Fiber(&'static Worker),
+    /// On a thread that is not a spindle worker: block the thread.
+    Thread,
+}
+
+/// Classifies the caller of the blocking-style call `call`.
+///
+/// # Panics
+///
+/// On a spindle worker outside a fiber (an async task), naming the async alternative.
+#[track_caller]
+pub(crate) fn blocking_caller(call: &str) -> Caller {
+    match worker::current() {
+        Some(w) if w.in_fiber() => Caller::Fiber(w),
+        Some(_) => panic!(
+            "spindle: `{call}` is a blocking-style call and was made from an async task on a spindle worker, \
+             where it would stall every fiber and task of that worker; use {} instead",
+            async_alternative(call)
+        ),
+        None => Caller::Thread,
+    }
+}
+
+/// The async counterpart of a blocking-style call, for the panic message.
+fn async_alternative(call: &str) -> &'static str {
+    match call {
+        "sleep" => "`spindle::time::sleep_future(duration).await` (or `sleep_until_future`)",
+        "socket read" | "socket write" => {
+            "the socket's async I/O: `futures::AsyncReadExt::read` / `AsyncWriteExt::write_all` \
+             (spindle sockets implement futures-io's AsyncRead and AsyncWrite), or hyper's rt traits"
+        }
+        "join" | "join (with timeout)" | "task join" | "spawn_blocking join" => {
+            "`handle.await` (join handles are futures), with `spindle::time::timeout` for a deadline"
+        }
+        "timeout_fiber" => "`spindle::time::timeout(duration, future).await`",
+        "block_on (future pending)" => "`.await` on the future itself",
+        "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group" => {
+            "an async primitive (e.g. the `futures::channel` or `futures::lock` types), or move the \
+             blocking code into a fiber (`spindle::spawn`)"
+        }
+        _ => "a future and `.await`, or move the blocking code into a fiber (`spindle::spawn`)",
+    }
+}

@@ -1,0 +1,101 @@
+//! A blocking-style spindle call made from an async task panics at once, naming the async
+//! alternative, instead of stalling every fiber and task of its worker.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+fn runtime() -> spindle::Runtime {
+    spindle::Builder::new().worker_threads(1).build().unwrap()
+}
+
+#[test]
+fn sleep_in_a_task_panics_and_names_sleep_future() {
+    let rt = runtime();
+    let start = Instant::now();
+    let err = rt.spawn_async(async { spindle::time::sleep(Duration::from_millis(200)) }).join().unwrap_err();
+    let message = panic_message(err);
+    assert!(message.contains("`sleep` is a blocking-style call"), "{message}");
+    assert!(message.contains("sleep_future"), "{message}");
+    // It panicked instead of sleeping (not a timing assertion on speed: a sleep of 200 ms that
+    // did happen would make this at least 200 ms).
+    assert!(start.elapsed() < Duration::from_millis(200), "the task slept");
+}
+
+#[test]
+fn sleep_until_and_timeout_fiber_in_a_task_panic() {
+    let rt = runtime();
+    let err = rt
+        .spawn_async(async { spindle::time::sleep_until(Instant::now() + Duration::from_secs(5)) })
+        .join()
+        .unwrap_err();
+    assert!(panic_message(err).contains("sleep_until_future"));
+    let err = rt
+        .spawn_async(async { spindle::time::timeout_fiber(Duration::from_secs(5), || 1) })
+        .join()
+        .unwrap_err();
+    let message = panic_message(err);
+    assert!(message.contains("spindle::time::timeout(duration, future).await"), "{message}");
+}
+
+#[test]
+fn a_blocking_socket_read_in_a_task_panics_and_names_async_read() {
+    let rt = runtime();
+    let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = std::net::TcpStream::connect(addr).unwrap();
+    let (stream, _) = rt.block_on(move || listener.accept().unwrap());
+    let err = rt
+        .spawn_async(async move {
+            let mut stream = stream;
+            let mut buf = [0u8; 16];
+            stream.read(&mut buf)
+        })
+        .join()
+        .unwrap_err();
+    let message = panic_message(err);
+    assert!(message.contains("`socket read` is a blocking-style call"), "{message}");
+    assert!(message.contains("AsyncRead"), "{message}");
+    drop(client);
+}
+
+#[test]
+fn joins_and_channel_waits_in_a_task_panic_with_the_call_named() {
+    let rt = runtime();
+    // A finished fiber too: the misuse shows every time, not only when the join would wait.
+    let fiber = rt.spawn(|| 5);
+    std::thread::sleep(Duration::from_millis(20));
+    let err = rt
+        .spawn_async(async move {
+            let _ = fiber.join();
+        })
+        .join()
+        .unwrap_err();
+    let message = panic_message(err);
+    assert!(
+        message.contains("`join` is a blocking-style call") && message.contains("handle.await"),
+        "{message}"
+    );
+    let (_tx, rx) = spindle::sync::channel::<u8>(1);
+    let err = rt
+        .spawn_async(async move {
+            let _ = rx.recv();
+        })
+        .join()
+        .unwrap_err();
+    assert!(panic_message(err).contains("`channel recv` is a blocking-style call"));
+}
+
+#[test]
+fn the_worker_keeps_serving_after_such_a_panic() {
+    let rt = runtime();
+    let _ = rt.spawn_async(async { spindle::time::sleep(Duration::from_millis(1)) }).join();
+    assert_eq!(rt.block_on(|| spindle::spawn(|| 3).join().unwrap()), 3);
+}
