@@ -76,7 +76,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                     streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
                     poll
                 });
-                match spindle::task::spawn_async(run).join() {
+                match spindle::task::spawn_async(crate::exec::Deferred::new(run)).join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
                     Err(_) => {
@@ -135,7 +135,7 @@ fn wait_for_settings(conn: &Driver, deadline: std::time::Instant) -> io::Result<
     Ok(())
 }
 
-type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, spindle::hyper_rt::Executor>;
+type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, crate::exec::Executor>;
 
 /// Wakes the manager after the first reads of a connection, so that it publishes the
 /// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (which hyper reads on another task) soon after
@@ -303,7 +303,7 @@ fn handshake<I>(
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut builder = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor);
+    let mut builder = hyper::client::conn::http2::Builder::new(crate::exec::Executor);
     builder
         .timer(spindle::hyper_rt::Timer)
         .initial_stream_window_size(endpoint.initial_stream_window)

@@ -58,6 +58,7 @@ mod call;
 mod client;
 mod connector;
 mod either;
+mod exec;
 mod limit;
 mod pipe;
 mod server;

@@ -192,7 +192,7 @@ impl Server {
                         Some(Ok(conn)) => {
                             let guard = ConnGuard::new(&task_shared);
                             let fut = serve_connection(this.clone(), task_shared.clone(), conn, guard);
-                            drop(spindle::task::spawn_async(fut));
+                            drop(spindle::task::spawn_async(crate::exec::Deferred::new(fut)));
                         }
                         Some(Err(e)) => {
                             // Out of descriptors and the like: say so, wait a little, go on.
@@ -360,7 +360,7 @@ async fn drive<I>(server: &Server, shared: &Arc<Shared>, io: I)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut builder = hyper::server::conn::http2::Builder::new(spindle::hyper_rt::Executor);
+    let mut builder = hyper::server::conn::http2::Builder::new(crate::exec::Executor);
     builder
         .timer(spindle::hyper_rt::Timer)
         .max_concurrent_streams(server.max_concurrent_streams)
