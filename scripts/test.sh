@@ -16,6 +16,11 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "cargo test --all-features"
 cargo test --workspace --all-features
 
+step "examples: net, signals and shutdown, the tokio bridge (each runs on 127.0.0.1 and exits)"
+cargo run -q -p spindle --example net_connect
+cargo run -q -p spindle --example graceful_shutdown
+cargo run -q -p spindle --features tokio-compat --example tokio_compat
+
 step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
 bash scripts/grpc-interop.sh
 

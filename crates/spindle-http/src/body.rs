@@ -8,7 +8,8 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+
+use crate::limits::Guarded;
 
 /// The error type of body streams: whatever the underlying body reported.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -25,7 +26,8 @@ pub struct Body {
 
 enum Kind {
     Full(Option<Bytes>),
-    Incoming(Incoming),
+    // Boxed: the limit state would make every `Body` (and `Response<Body>`) large.
+    Incoming(Box<Guarded>),
     Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 
@@ -44,8 +46,8 @@ impl Body {
         Body { kind: Kind::Boxed(body.map_err(Into::into).boxed_unsync()) }
     }
 
-    pub(crate) fn incoming(body: Incoming) -> Body {
-        Body { kind: Kind::Incoming(body) }
+    pub(crate) fn guarded(body: Guarded) -> Body {
+        Body { kind: Kind::Incoming(Box::new(body)) }
     }
 
     /// Reads the whole body into one buffer. Blocking style: in a fiber (a blocking handler)
@@ -93,7 +95,7 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut self.get_mut().kind {
             Kind::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Kind::Incoming(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Kind::Incoming(body) => body.poll_frame(cx),
             Kind::Boxed(body) => Pin::new(body).poll_frame(cx),
         }
     }

@@ -2,121 +2,21 @@
 //! `spindle::task::block_on`, so a blocking handler called from the service parks this fiber.
 
 use std::cell::Cell;
-use std::convert::Infallible;
 use std::future::{poll_fn, Future};
-use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::io::Read;
+use std::net::{Shutdown, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use hyper::body::Incoming;
-use hyper::{Request, Response};
 use spindle::net::{TcpListener, TcpStream};
 
-use crate::handler::{Busy, Respond};
-use crate::{Body, Shared};
-
-/// The connection's socket, counting the reads and writes that moved bytes (for the idle
-/// timeout: a counter, so that the hot path reads no clock).
-pub(crate) struct Io {
-    stream: TcpStream,
-    progress: Rc<Cell<u64>>,
-}
-
-impl Io {
-    fn touch(&self) {
-        self.progress.set(self.progress.get().wrapping_add(1));
-    }
-}
-
-impl hyper::rt::Read for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-}
-
-impl hyper::rt::Write for Io {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_write(cx, buf);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        if res.is_ready() {
-            this.touch();
-        }
-        res
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        hyper::rt::Write::is_write_vectored(&self.stream)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Left to `serve_connection`: closing the socket ends the connection anyway, and after
-        // a parse error the socket must stay writable for the error response.
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// The hyper service of one connection.
-struct Service<H> {
-    shared: Arc<Shared<H>>,
-    busy: Rc<Cell<u32>>,
-    requests: Rc<Cell<u64>>,
-}
-
-impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = ResponseFuture<H::Future>;
-
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let busy = Busy::enter(&self.busy);
-        self.requests.set(self.requests.get() + 1);
-        ResponseFuture { inner: self.shared.handler.respond(req.map(Body::incoming), busy) }
-    }
-}
-
-pin_project_lite::pin_project! {
-    struct ResponseFuture<F> {
-        #[pin]
-        inner: F,
-    }
-}
-
-impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
-    type Output = Result<Response<Body>, Infallible>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map(Ok)
-    }
-}
+use crate::handler::Respond;
+use crate::server::Shared;
+use crate::service::{Origin, Service};
+use crate::socket::{self, Transport};
 
 /// Keeps this fiber's waker in the server's shutdown list while it waits, so that
 /// `Server::shutdown` can wake it.
@@ -169,13 +69,15 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
         }));
         match accepted {
             None => break,
-            Some(Ok((stream, _peer))) => {
+            Some(Ok((stream, peer))) => {
                 let shared2 = shared.clone();
                 let active = shared.active.enter();
-                let builder = spindle::fiber::Builder::new().stack_size(shared.config.stack_size);
+                let builder = spindle::fiber::Builder::new()
+                    .name(Origin::connection_name(Some(peer)))
+                    .stack_size(shared.config.stack_size);
                 let serve = move || {
                     let _active = active;
-                    serve_connection(stream, &shared2);
+                    serve_connection(stream, Some(peer), &shared2);
                 };
                 let spawned = match spread {
                     Some(n) => {
@@ -199,36 +101,199 @@ pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<
     drop(listener);
 }
 
-fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
+/// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Which protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http1,
+    Http2,
+}
+
+/// Reads the connection's first bytes until they tell HTTP/2's preface (h2c by prior
+/// knowledge) from an HTTP/1 request; returns the protocol and the bytes read, which hyper
+/// is then given first. `None`: the client closed, stayed silent past the header timeout,
+/// or the server is shutting down.
+fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
+    let mut buf = vec![0u8; 8192];
+    let mut len = 0;
+    let mut watch = ShutdownWatch::new(shared);
+    let config = &shared.config;
+    let limit = match (config.header_read_timeout, config.idle_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut deadline = limit.map(spindle::time::sleep_future);
+    spindle::task::block_on(poll_fn(|cx| loop {
+        let seen = &buf[..len];
+        if !H2_PREFACE.starts_with(&seen[..len.min(H2_PREFACE.len())]) {
+            return Poll::Ready(Some(Proto::Http1));
+        }
+        if len >= H2_PREFACE.len() {
+            return Poll::Ready(Some(Proto::Http2));
+        }
+        if watch.poll(cx) || deadline.as_mut().is_some_and(|d| Pin::new(d).poll(cx).is_ready()) {
+            return Poll::Ready(None);
+        }
+        match futures_io::AsyncRead::poll_read(Pin::new(&mut *stream), cx, &mut buf[len..]) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
+            Poll::Ready(Ok(n)) => len += n,
+            Poll::Pending => return Poll::Pending,
+        }
+    }))
+    .map(|proto| {
+        buf.truncate(len);
+        (proto, buf)
+    })
+}
+
+/// Opens the connection: the TLS handshake (feature `tls`, protocol by ALPN) or the sniff
+/// for HTTP/2's preface. `None`: closed before a request could be read.
+fn open<H>(
+    mut stream: TcpStream,
+    peer: Option<SocketAddr>,
+    shared: &Shared<H>,
+) -> Option<(Transport, Proto, Vec<u8>)> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &shared.config.tls {
+        let stream = handshake(stream, peer, tls, shared)?;
+        let h2 = shared.config.http2 && crate::tls::negotiated_h2(&stream);
+        let proto = if h2 { Proto::Http2 } else { Proto::Http1 };
+        return Some((Transport::Tls(Box::new(stream)), proto, Vec::new()));
+    }
+    let _ = peer;
+    if !shared.config.http2 {
+        return Some((Transport::Plain(stream), Proto::Http1, Vec::new()));
+    }
+    let (proto, replay) = sniff(&mut stream, shared)?;
+    Some((Transport::Plain(stream), proto, replay))
+}
+
+/// The server side of the TLS handshake, bounded by the handshake timeout and shutdown.
+#[cfg(feature = "tls")]
+fn handshake<H>(
+    stream: TcpStream,
+    peer: Option<SocketAddr>,
+    tls: &crate::tls::TlsConfig,
+    shared: &Shared<H>,
+) -> Option<crate::tls::ServerStream> {
+    let mut accept = crate::tls::acceptor(tls).accept(stream);
+    let mut deadline = spindle::time::sleep_future(tls.handshake_timeout);
+    let mut watch = ShutdownWatch::new(shared);
+    let result = spindle::task::block_on(poll_fn(|cx| {
+        if let Poll::Ready(r) = Pin::new(&mut accept).poll(cx) {
+            return Poll::Ready(r);
+        }
+        if watch.poll(cx) {
+            return Poll::Ready(Err(std::io::Error::other("server shutting down")));
+        }
+        if Pin::new(&mut deadline).poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("not finished within {:?}", tls.handshake_timeout),
+            )));
+        }
+        Poll::Pending
+    }));
+    match result {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            let peer = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
+            log::debug!("spindle-http: TLS handshake with {peer} failed: {e}");
+            None
+        }
+    }
+}
+
+fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
     let config = &shared.config;
     if config.nodelay {
         let _ = stream.set_nodelay(true);
     }
-    let progress = Rc::new(Cell::new(0u64));
-    let busy = Rc::new(Cell::new(0u32));
-    let requests = Rc::new(Cell::new(0u64));
-    let io = Io { stream, progress: progress.clone() };
-    let service = Service { shared: shared.clone(), busy: busy.clone(), requests: requests.clone() };
-    let mut conn = shared.http.serve_connection(io, service);
+    let Some((transport, proto, replay)) = open(stream, peer, shared) else { return };
+    let state = ConnState::default();
+    // HTTP/2 frames are batched by h2 itself: no coalescing there.
+    let coalesce = config.pipeline_flush && proto == Proto::Http1;
+    let (io, handle) = socket::new(transport, coalesce, state.progress.clone(), replay);
+    let origin = Origin { peer, stack_size: config.stack_size, inline: proto == Proto::Http1 };
+    let service = Service {
+        shared: shared.clone(),
+        busy: state.busy.clone(),
+        requests: state.requests.clone(),
+        origin,
+    };
+    let result = match proto {
+        Proto::Http1 => {
+            let mut conn = shared.http.serve_connection(io, service);
+            let result = drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared);
+            drop(conn);
+            result
+        }
+        Proto::Http2 => {
+            let mut conn = shared.http2.serve_connection(io, service);
+            drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared)
+        }
+    };
+    if let Some(Err(e)) = result {
+        if error_status(&e).is_some() {
+            // hyper wrote its 400/431 response (drained by `drive`); close gently.
+            if let Some(stream) = handle.into_stream() {
+                lingering_close(stream);
+            }
+        } else {
+            log::debug!("spindle-http: connection error: {e}");
+        }
+    }
+}
+
+/// The per-connection counters the driver and the service share.
+#[derive(Default)]
+struct ConnState {
+    /// Socket system calls that moved bytes (for the idle timeout).
+    progress: Rc<Cell<u64>>,
+    /// Handlers running.
+    busy: Rc<Cell<u32>>,
+    /// Requests received.
+    requests: Rc<Cell<u64>>,
+}
+
+/// Drives hyper's connection future `conn` on this fiber until it ends, the connection has
+/// been idle for `idle_timeout`, or shutdown closes it; drains the coalescing buffer each
+/// time hyper has done all it can (see `socket.rs`). `None`: closed by the driver.
+fn drive<C, H>(
+    conn: &mut C,
+    graceful: impl Fn(Pin<&mut C>),
+    handle: &socket::IoHandle,
+    state: &ConnState,
+    shared: &Shared<H>,
+) -> Option<Result<(), hyper::Error>>
+where
+    C: Future<Output = Result<(), hyper::Error>> + Unpin,
+{
     // The idle timer fires every `idle_timeout`; the connection closes when a whole period
     // passed with no progress and no handler running (so after 1 to 2 periods of idleness).
-    let mut idle = config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
+    let mut idle = shared.config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
     let mut watch = ShutdownWatch::new(shared);
     let mut draining = false;
-    let result = spindle::task::block_on(poll_fn(|cx| {
-        loop {
+    // hyper's result once its connection future has finished; the coalesced bytes it left
+    // are drained before the driver returns it.
+    let mut finished: Option<Result<(), hyper::Error>> = None;
+    spindle::task::block_on(poll_fn(|cx| {
+        while finished.is_none() {
             if !draining && watch.poll(cx) {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
                 // request on a connection that has not had one yet: close those here.
                 draining = true;
-                if requests.get() == 0 {
+                if state.requests.get() == 0 {
                     return Poll::Ready(None);
                 }
-                Pin::new(&mut conn).graceful_shutdown();
+                graceful(Pin::new(&mut *conn));
             }
-            if let Poll::Ready(r) = Pin::new(&mut conn).poll(cx) {
-                return Poll::Ready(Some(r));
+            if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
+                finished = Some(r);
+                break;
             }
             // An inline blocking handler parks this fiber inside `conn.poll`; a shutdown
             // wake-up that arrived meanwhile was absorbed by that park. Look again.
@@ -236,37 +301,29 @@ fn serve_connection<H: Respond>(stream: TcpStream, shared: &Arc<Shared<H>>) {
                 break;
             }
         }
+        // hyper has done all it can in this poll: write what it left in the coalescing
+        // buffer (one system call for a batch of pipelined responses).
+        match handle.poll_drain(cx) {
+            Poll::Ready(Ok(())) => {
+                if let Some(r) = finished.take() {
+                    return Poll::Ready(Some(r));
+                }
+            }
+            // The peer is gone: nothing more can be written.
+            Poll::Ready(Err(_)) => return Poll::Ready(finished.take()),
+            Poll::Pending => {}
+        }
         if let Some((timeout, sleep, seen)) = &mut idle {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
-                if busy.get() == 0 && progress.get() == *seen {
+                if state.busy.get() == 0 && state.progress.get() == *seen {
                     return Poll::Ready(None); // idle: drop the connection
                 }
-                *seen = progress.get();
+                *seen = state.progress.get();
                 sleep.reset(Instant::now() + *timeout);
             }
         }
         Poll::Pending
-    }));
-    drop(watch);
-    if let Some(Err(e)) = result {
-        match error_status(&e) {
-            Some(status) => {
-                let parts = conn.into_parts();
-                let mut stream = parts.io.stream;
-                // With `pipeline_flush`, hyper skips flushing while its read buffer holds
-                // bytes, which after a parse error it always does: its error response is
-                // never written. Write it here in that case (hyper did flush otherwise).
-                if config.pipeline_flush && !parts.read_buf.is_empty() {
-                    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-                    let response =
-                        format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-                    let _ = stream.write_all(response.as_bytes());
-                }
-                lingering_close(stream);
-            }
-            None => log::debug!("spindle-http: connection error: {e}"),
-        }
-    }
+    }))
 }
 
 /// The status of hyper's automatic response to a parse error (as hyper's `on_error`).

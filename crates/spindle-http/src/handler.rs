@@ -13,6 +13,7 @@ use std::task::{Context, Poll, Waker};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
+use crate::service::Origin;
 use crate::Body;
 
 /// Counts the handlers running on one connection (request received, response not yet
@@ -35,7 +36,7 @@ impl Drop for Busy {
 /// How the server turns a request into a response.
 pub(crate) trait Respond: Send + Sync + 'static {
     type Future: Future<Output = Response<Body>>;
-    fn respond(&self, req: Request<Body>, busy: Busy) -> Self::Future;
+    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
 }
 
 /// A blocking handler. A request without a body is answered inline, on the connection's
@@ -52,26 +53,29 @@ where
 {
     type Future = BlockingResponse;
 
-    fn respond(&self, req: Request<Body>, busy: Busy) -> Self::Future {
-        if http_body::Body::is_end_stream(req.body()) {
+    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
+        if origin.inline && http_body::Body::is_end_stream(req.body()) {
             let result = catch_unwind(AssertUnwindSafe(|| (self.0)(req).map(Into::into)));
             drop(busy);
             return BlockingResponse::Ready(Some(result.unwrap_or_else(panicked)));
         }
         let slot = Arc::new(Mutex::new(Slot { response: None, waker: None }));
         let (handler, filled) = (self.0.clone(), slot.clone());
-        let spawned = spindle::fiber::Builder::new().spawn(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
-            let response = result.unwrap_or_else(panicked);
-            let waker = {
-                let mut slot = lock(&filled);
-                slot.response = Some(response);
-                slot.waker.take()
-            };
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-        });
+        let spawned = spindle::fiber::Builder::new()
+            .name(origin.handler_name(&req))
+            .stack_size(origin.stack_size)
+            .spawn(move || {
+                let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
+                let response = result.unwrap_or_else(panicked);
+                let waker = {
+                    let mut slot = lock(&filled);
+                    slot.response = Some(response);
+                    slot.waker.take()
+                };
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            });
         match spawned {
             Ok(_) => BlockingResponse::Waiting { slot, _busy: busy },
             Err(e) => {
@@ -131,7 +135,7 @@ where
 {
     type Future = CatchPanic<Fut>;
 
-    fn respond(&self, req: Request<Body>, busy: Busy) -> Self::Future {
+    fn respond(&self, req: Request<Body>, busy: Busy, _origin: &Origin) -> Self::Future {
         match catch_unwind(AssertUnwindSafe(|| (self.0)(req))) {
             Ok(future) => CatchPanic { future: Some(future), early: None, _busy: Some(busy) },
             Err(payload) => CatchPanic { future: None, early: Some(panicked(payload)), _busy: None },

@@ -8,7 +8,7 @@
 //! - **Timers belong to a worker.** A [`Sleep`] registers on the timer wheel of the worker
 //!   that polls it; it must be polled on a spindle worker (a fiber or a spindle task), as every
 //!   spindle timer future.
-//! - **Spawned futures run on the current runtime.** [`Executor::execute`] must be called on a
+//! - **Spawned futures run on the current runtime.** `Executor::execute` must be called on a
 //!   spindle worker (hyper calls it from the connection future, which runs on one).
 
 use std::future::Future;

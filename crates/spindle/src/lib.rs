@@ -27,6 +27,8 @@
 #![warn(missing_debug_implementations)]
 
 pub mod blocking;
+#[cfg(feature = "tokio-compat")]
+pub mod compat;
 pub mod fiber;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
@@ -35,6 +37,8 @@ pub mod net;
 pub(crate) mod reactor;
 mod report;
 mod sched;
+pub mod shutdown;
+pub mod signal;
 pub mod sync;
 pub(crate) mod sys;
 pub mod task;

@@ -7,7 +7,6 @@
 //! raise it when they are set up).
 
 use std::fmt;
-use std::io::Write;
 
 /// Reports an error: `log::error!` with a logger, else a line on stderr.
 pub(crate) fn error(message: fmt::Arguments<'_>) {
@@ -21,9 +20,9 @@ pub(crate) fn warn(message: fmt::Arguments<'_>) {
 
 fn emit(level: log::Level, message: fmt::Arguments<'_>) {
     if log::max_level() == log::LevelFilter::Off {
-        // One write of the whole line, so lines of several threads do not interleave.
-        let line = format!("[spindle {level}] {message}\n");
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        // One formatted line per call (stderr is locked for it), so lines of several threads
+        // do not interleave; `eprintln!` also lets the test harness capture it.
+        eprintln!("[spindle {level}] {message}");
     } else {
         log::log!(target: "spindle", level, "{message}");
     }

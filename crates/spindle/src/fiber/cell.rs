@@ -56,6 +56,8 @@ pub(crate) struct Header {
     /// The stack: given by the spawner before the fiber is published (a spawn on a worker),
     /// else by the owner on the first run; taken back when the fiber has finished (owner-only).
     pub(crate) stack: Cell<Option<Stack>>,
+    /// What ASan and TSan know of this fiber (zero-sized unless built for them; owner-only).
+    pub(crate) san: super::sanitizer::Context,
     /// The guard page range of `stack`, readable from the overflow signal handler.
     pub(crate) guard: Cell<(usize, usize)>,
     /// Set at shutdown or by `JoinHandle::cancel` (any thread): the fiber unwinds with a
@@ -99,6 +101,7 @@ impl Header {
             cancel: std::sync::atomic::AtomicBool::new(false),
             slot: Cell::new(usize::MAX),
             waiting_on: Cell::new("not started"),
+            san: super::sanitizer::Context::default(),
             waker: Cell::new(None),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),

@@ -17,6 +17,7 @@ pub(crate) mod arch;
 pub(crate) mod cancel;
 pub(crate) mod cell;
 pub(crate) mod overflow;
+pub(crate) mod sanitizer;
 pub(crate) mod stack;
 pub(crate) mod sync_word;
 mod valgrind;

@@ -2,15 +2,16 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs as StdToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::each_addr;
+use super::addr::ToSocketAddrs;
 use super::source::IoSource;
+use super::{dns, each_addr, IoFuture};
 use crate::reactor::io::Direction;
 
 /// The backlog of `TcpListener::bind` (the kernel caps it at `net.core.somaxconn`).
@@ -23,9 +24,13 @@ pub struct TcpListener {
 }
 
 /// A TCP connection. `Read`/`Write` park the calling fiber while the socket is not ready.
+///
+/// A reader and a writer in two fibers can share one stream: through `&TcpStream` (which
+/// implements `Read` and `Write`), through [`try_clone`](Self::try_clone), or by splitting
+/// it into owned halves with [`into_split`](Self::into_split).
 #[derive(Debug)]
 pub struct TcpStream {
-    source: IoSource,
+    pub(super) source: IoSource,
 }
 
 fn stream_socket(addr: &SocketAddr) -> io::Result<Socket> {
@@ -40,13 +45,13 @@ fn to_std_addr(addr: SockAddr) -> io::Result<SocketAddr> {
 impl TcpListener {
     /// Binds to `addr` with `SO_REUSEADDR` (as `std::net::TcpListener::bind` does) and listens.
     /// The system calls are exactly socket, setsockopt, bind, listen.
-    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    pub fn bind(addr: impl StdToSocketAddrs) -> io::Result<TcpListener> {
         each_addr(addr, |a| TcpListener::bind_with(a, false))
     }
 
     /// Like [`bind`](Self::bind), also setting `SO_REUSEPORT` so that several listeners (one
     /// per worker, say) can share the address and the kernel balances connections.
-    pub fn bind_reuseport(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    pub fn bind_reuseport(addr: impl StdToSocketAddrs) -> io::Result<TcpListener> {
         each_addr(addr, |a| TcpListener::bind_with(a, true))
     }
 
@@ -143,9 +148,62 @@ impl Iterator for Incoming<'_> {
 
 impl TcpStream {
     /// Connects to `addr` (trying each resolved address in turn). In a fiber, waiting for the
-    /// handshake parks the fiber. A closed port gives `ConnectionRefused`.
+    /// handshake parks the fiber. A closed port gives `ConnectionRefused`. A host name is
+    /// looked up on the blocking pool ([`dns`](super::dns)), never on the worker thread.
     pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
-        each_addr(addr, |a| TcpStream::connect_inner(a, None))
+        dns::each_resolved(addr, |a| TcpStream::connect_inner(a, None))
+    }
+
+    /// The future-side [`connect`](Self::connect), for async tasks: resolves a host name on
+    /// the blocking pool, then waits for the handshake on the reactor. Bound it with
+    /// [`time::timeout`](crate::time::timeout).
+    ///
+    /// ```
+    /// use spindle::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let listener = rt.block_on(|| TcpListener::bind("127.0.0.1:0")).unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let task = rt.spawn_async(async move { TcpStream::connect_async(addr).await.map(|s| s.peer_addr()) });
+    /// assert_eq!(task.join().unwrap().unwrap().unwrap(), addr);
+    /// ```
+    pub fn connect_async(addr: impl ToSocketAddrs) -> IoFuture<TcpStream> {
+        let target = addr.to_target();
+        IoFuture::new(async move {
+            let mut last_err = None;
+            for a in dns::default_resolver().resolve_async(target?).await? {
+                match TcpStream::connect_one_async(a).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(e) => last_err = Some(e),
+                }
+            }
+            Err(last_err.unwrap_or_else(dns::no_addresses))
+        })
+    }
+
+    async fn connect_one_async(addr: SocketAddr) -> io::Result<TcpStream> {
+        let socket = stream_socket(&addr)?;
+        let stream = TcpStream { source: IoSource::new(socket, true)? };
+        match stream.source.socket().connect(&addr.into()) {
+            Ok(()) => return Ok(stream),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        // As in `connect_inner`: a peer address means done, `SO_ERROR` says why it failed,
+        // neither means in progress (reported as `WouldBlock`, so that the reactor wakes the
+        // task at the next writability event, which marks the handshake's end).
+        std::future::poll_fn(|cx| {
+            stream.source.poll_io(cx, Direction::Write, |s| match s.peer_addr() {
+                Ok(_) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => match s.take_error()? {
+                    Some(err) => Err(err),
+                    None => Err(io::ErrorKind::WouldBlock.into()),
+                },
+                Err(e) => Err(e),
+            })
+        })
+        .await?;
+        Ok(stream)
     }
 
     /// Like [`connect`](Self::connect) with a limit on the handshake; `TimedOut` past it.
@@ -183,6 +241,17 @@ impl TcpStream {
     /// Takes over a std stream (switching it to non-blocking mode).
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         Ok(TcpStream { source: IoSource::new(Socket::from(stream), false)? })
+    }
+
+    /// A second handle to the same connection (a duplicated descriptor, with this one's read
+    /// and write timeouts), for a reader and a writer in two fibers. Closing one handle does
+    /// not close the connection; [`shutdown`](Self::shutdown) on either does.
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        let clone = TcpStream { source: IoSource::new(self.source.socket().try_clone()?, true)? };
+        for dir in [Direction::Read, Direction::Write] {
+            clone.source.set_timeout(dir, self.source.timeout(dir))?;
+        }
+        Ok(clone)
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {

@@ -174,6 +174,39 @@ impl UnixStream {
         Ok(UnixStream { source: IoSource::new(socket, true)? })
     }
 
+    /// The future-side [`connect`](Self::connect), for async tasks. A full backlog is retried
+    /// with the same growing pause, as a timer future.
+    pub fn connect_async(path: impl AsRef<Path>) -> super::IoFuture<UnixStream> {
+        let addr = SockAddr::unix(path);
+        super::IoFuture::new(async move {
+            let addr = addr?;
+            let socket = unix_socket(Type::STREAM)?;
+            let mut pause = Duration::from_millis(1);
+            loop {
+                match socket.connect(&addr) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        crate::time::sleep_future(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(64));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(UnixStream { source: IoSource::new(socket, true)? })
+        })
+    }
+
+    /// A second handle to the same connection (a duplicated descriptor, with this one's
+    /// timeouts), for a reader and a writer in two fibers.
+    pub fn try_clone(&self) -> io::Result<UnixStream> {
+        let clone = UnixStream { source: IoSource::new(self.source.socket().try_clone()?, true)? };
+        for dir in [Direction::Read, Direction::Write] {
+            clone.source.set_timeout(dir, self.source.timeout(dir))?;
+        }
+        Ok(clone)
+    }
+
     /// A connected pair of streams (socketpair(2)).
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;

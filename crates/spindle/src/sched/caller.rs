@@ -48,6 +48,12 @@ fn async_alternative(call: &str) -> &'static str {
             "`handle.await` (join handles are futures), with `spindle::time::timeout` for a deadline"
         }
         "timeout_fiber" => "`spindle::time::timeout(duration, future).await`",
+        "DNS lookup" => {
+            "`Resolver::lookup_async(host).await` or `spindle::net::lookup_host_async(addr).await`"
+        }
+        "signal recv" => "`Signal::recv_async().await`",
+        "shutdown" | "shutdown drain" => "`ShutdownToken::triggered().await`",
+        "tokio bridge wait" => "`.await` on the `Bridged` future (`spindle::compat::spawn(future).await`)",
         "block_on (future pending)" => "`.await` on the future itself",
         "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group" => {
             "an async primitive (e.g. the `futures::channel` or `futures::lock` types), or move the \

@@ -81,6 +81,11 @@ impl Handle {
         worker::current().is_some_and(|w| Arc::ptr_eq(&w.rt, &self.shared))
     }
 
+    /// The runtime's shutdown token (see [`Runtime::shutdown_token`](crate::Runtime::shutdown_token)).
+    pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
+        self.shared.shutdown.clone()
+    }
+
     /// Spawns `future` as an async task: on the calling worker when called from one of this
     /// runtime's workers, otherwise on the workers in turn.
     ///

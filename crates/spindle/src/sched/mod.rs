@@ -82,6 +82,8 @@ pub(crate) struct RuntimeShared {
     /// hold the read lock from their check to their push, so that every spawn either lands
     /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).
     pub(crate) spawn_gate: std::sync::RwLock<bool>,
+    /// The runtime's graceful-shutdown signal (module `shutdown`).
+    pub(crate) shutdown: crate::shutdown::ShutdownToken,
 }
 
 impl RuntimeShared {
@@ -335,6 +337,7 @@ impl Builder {
                 self.blocking_keep_alive,
                 format!("{}-blocking", self.thread_name),
             )),
+            shutdown: crate::shutdown::ShutdownToken::new(),
         });
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
@@ -477,6 +480,37 @@ impl Runtime {
     /// [`Handle`]).
     pub fn handle(&self) -> Handle {
         Handle::new(self.shared.clone())
+    }
+
+    /// The runtime's shutdown token: servers and loops on the runtime watch it (inside the
+    /// runtime, [`shutdown::token`](crate::shutdown::token) returns the same token), and
+    /// [`shutdown_timeout`](Self::shutdown_timeout) triggers it.
+    pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
+        self.shared.shutdown.clone()
+    }
+
+    /// Shuts the runtime down gracefully: triggers its [shutdown token](Self::shutdown_token),
+    /// waits until the work tracked with [`ShutdownToken::track`](crate::shutdown::ShutdownToken::track)
+    /// has finished or `timeout` has passed, then stops the runtime, cancelling every fiber
+    /// and task still there (fibers unwind at their next suspension point, running their
+    /// destructors; join handles report `Cancelled`). Returns true if the tracked work
+    /// drained in time.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber of this same runtime (it would wait for itself).
+    pub fn shutdown_timeout(self, timeout: std::time::Duration) -> bool {
+        if let Some(worker) = worker::current() {
+            assert!(
+                worker.shared.runtime_id != self.shared.id,
+                "Runtime::shutdown_timeout called from a fiber of the same runtime; call it from the thread that owns the runtime"
+            );
+        }
+        let token = self.shared.shutdown.clone();
+        token.trigger();
+        let drained = token.wait_drained(Some(std::time::Instant::now() + timeout));
+        drop(self);
+        drained
     }
 
     /// Number of worker threads.

@@ -72,6 +72,7 @@ use super::RuntimeShared;
 use crate::fiber::arch;
 use crate::fiber::cell::{FiberRef, Header};
 use crate::fiber::overflow;
+use crate::fiber::sanitizer;
 use crate::fiber::stack::StackPool;
 use crate::fiber::sync_word::Park;
 use crate::fiber::Cancelled;
@@ -224,6 +225,8 @@ pub(crate) struct Worker {
     current: Cell<Option<FiberRef>>,
     /// Saved stack pointer of the scheduler context while a fiber runs.
     sched_sp: Cell<usize>,
+    /// What ASan and TSan know of the scheduler context (zero-sized unless built for them).
+    san: sanitizer::Context,
     /// A fiber that finished and awaits recycling by the next context (invariant 5).
     finished: Cell<Option<FiberRef>>,
     pool: RefCell<crate::fiber::stack::StackPool>,
@@ -272,6 +275,12 @@ impl Worker {
             polls: Cell::new(0),
             current: Cell::new(None),
             sched_sp: Cell::new(0),
+            san: {
+                // Worker::new runs on the worker's own thread.
+                let san = sanitizer::Context::default();
+                san.this_thread();
+                san
+            },
             finished: Cell::new(None),
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
@@ -842,6 +851,7 @@ impl Worker {
         // and has a guard page below (Stack's contract).
         let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
         header.guard.set(stack.guard());
+        header.san.start_fiber(stack.bottom(), stack.top());
         header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
@@ -857,11 +867,16 @@ impl Worker {
         let Some(sp) = self.prepare(&fiber) else { return };
         self.note_resume(&fiber.header);
         overflow::set_running(&fiber.header);
+        let to: *const sanitizer::Context = &fiber.header.san;
         self.current.set(Some(fiber));
+        // SAFETY: `to` is in the header of the fiber `current` now holds, alive until the
+        // switch (and the fiber's header outlives its run).
+        sanitizer::before_switch(&self.san, unsafe { &*to }, || false);
         // SAFETY: `sched_sp` is our own save slot; `sp` was saved by a switch away from this
         // fiber or made by init_stack, and is resumed once (the fiber was in exactly one
         // queue, invariant 3).
         unsafe { arch::switch(self.sched_sp.as_ptr(), sp, 0) };
+        sanitizer::after_switch(&self.san);
         overflow::set_running(std::ptr::null());
         self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
         self.after_switch();
@@ -883,7 +898,7 @@ impl Worker {
     #[inline]
     fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         self.tick();
-        let target = loop {
+        let (target, to): (usize, *const sanitizer::Context) = loop {
             if self.stopping.get() || self.has_queued_tasks() {
                 // Tasks run in the scheduler context, and during shutdown every switch goes
                 // there (invariant 7); a fiber we popped goes back first.
@@ -892,13 +907,13 @@ impl Worker {
                 }
                 self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
                 overflow::set_running(std::ptr::null());
-                break self.sched_sp.get();
+                break (self.sched_sp.get(), &self.san);
             }
             match next.take().or_else(|| self.pop_runnable()).or_else(|| self.take_injected()) {
                 None => {
                     self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
                     overflow::set_running(std::ptr::null());
-                    break self.sched_sp.get();
+                    break (self.sched_sp.get(), &self.san);
                 }
                 Some(next) if std::ptr::eq(&next.header, me) => {
                     self.current.set(Some(next));
@@ -908,16 +923,30 @@ impl Worker {
                     if let Some(sp) = self.prepare(&next) {
                         self.note_resume(&next.header);
                         overflow::set_running(&next.header);
+                        let to: *const sanitizer::Context = &next.header.san;
                         self.current.set(Some(next));
-                        break sp;
+                        break (sp, to);
                     }
                 }
             }
         };
+        // SAFETY: `me` is the running fiber's header (alive: `current` or `finished` holds
+        // it), `to` the scheduler's context or the header of the fiber `current` now holds.
+        let (from, to) = unsafe { (&(*me).san, &*to) };
+        sanitizer::before_switch(from, to, || self.is_finished_fiber(me));
         // SAFETY: `save` is the running fiber's own slot; `target` is the scheduler context's
         // saved pointer or a runnable fiber's (prepared above), resumed exactly once.
         unsafe { arch::switch(save, target, 0) };
+        sanitizer::after_switch(from);
         self.after_switch();
+    }
+
+    /// Whether `me` is the fiber that finished and awaits recycling (it leaves for good).
+    fn is_finished_fiber(&self, me: *const Header) -> bool {
+        let done = self.finished.take();
+        let is = done.as_ref().is_some_and(|f| std::ptr::eq(&f.header, me));
+        self.finished.set(done);
+        is
     }
 
     /// Recycles a fiber that finished before the switch that brought us here (invariant 5).
@@ -933,6 +962,7 @@ impl Worker {
     #[inline(never)]
     fn recycle(&self, done: Option<FiberRef>) {
         if let Some(done) = done {
+            done.header.san.destroy_fiber();
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
@@ -1090,6 +1120,7 @@ pub(crate) fn unpark(fiber: &FiberRef) {
 /// The first function of every fiber, entered by the first switch onto its stack.
 unsafe extern "C" fn fiber_entry(_arg: usize, _data: *mut u8) -> ! {
     let worker = current().expect("fiber started outside a worker");
+    worker.with_current(|f| sanitizer::after_switch(&f.expect("a starting fiber is current").header.san));
     worker.after_switch();
     worker.run_current();
     worker.finish()

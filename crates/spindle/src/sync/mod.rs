@@ -9,6 +9,7 @@ pub mod mutex;
 pub mod oneshot;
 pub(crate) mod waiter;
 pub mod waitgroup;
+pub(crate) mod waker_set;
 
 pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 pub use mutex::{Mutex, MutexGuard};

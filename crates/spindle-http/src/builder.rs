@@ -1,0 +1,355 @@
+//! [`Builder`]: the server's settings, and starting it (listeners, runtimes, accept fibers).
+
+use std::future::Future;
+use std::io;
+use std::net::ToSocketAddrs;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::exec::LocalExec;
+use crate::handler::{self, Respond};
+use crate::limits::{BodyLimits, MinRate};
+use crate::server::{Control, Server, Shared, ShutdownHandle, ShutdownState};
+use crate::{conn, Body, Request, Response};
+
+/// Server settings. The defaults suit a server facing the internet: request headers of at
+/// most 64 KiB and 100 fields, 30 s to send them, bodies of at most 2 MiB sent at 240 B/s or
+/// faster (after 5 s), 60 s of idle keep-alive, a strict `Host` rule.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    config: Config,
+}
+
+/// How a server with several workers spreads connections over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Accept {
+    /// One spindle runtime with `workers` worker threads, one `SO_REUSEPORT` listener and
+    /// accept fiber per worker; a connection stays on the worker that accepted it (the
+    /// kernel spreads connections by a hash of their addresses).
+    ReusePort,
+    /// One spindle runtime with `workers` worker threads and one listener; its accept fiber
+    /// places each connection's fiber on the next worker in turn (an exact even spread).
+    RoundRobin,
+    /// `workers` separate single-worker spindle runtimes, each with its own `SO_REUSEPORT`
+    /// listener (the first design; nothing shared between workers).
+    Runtimes,
+}
+
+/// hyper's own limit on header fields when none is set (`proto::h1::role::DEFAULT_MAX_HEADERS`).
+const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    workers: usize,
+    accept: Accept,
+    keep_alive: bool,
+    pub(crate) http2: bool,
+    max_concurrent_streams: u32,
+    pub(crate) pipeline_flush: bool,
+    max_buf_size: usize,
+    max_header_size: usize,
+    max_headers: usize,
+    pub(crate) body_limits: BodyLimits,
+    pub(crate) header_read_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    shutdown_timeout: Duration,
+    pub(crate) nodelay: bool,
+    pub(crate) stack_size: usize,
+    shutdown_on: Option<spindle::shutdown::ShutdownToken>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::TlsConfig>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder {
+            config: Config {
+                workers: 1,
+                accept: Accept::RoundRobin,
+                keep_alive: true,
+                http2: true,
+                max_concurrent_streams: 100,
+                pipeline_flush: true,
+                max_buf_size: 64 * 1024,
+                max_header_size: 64 * 1024,
+                max_headers: 100,
+                body_limits: BodyLimits { max_size: Some(2 << 20), min_rate: Some(MinRate::default()) },
+                header_read_timeout: Some(Duration::from_secs(30)),
+                idle_timeout: Some(Duration::from_secs(60)),
+                shutdown_timeout: Duration::from_secs(30),
+                nodelay: true,
+                stack_size: spindle::DEFAULT_STACK_SIZE,
+                shutdown_on: None,
+                #[cfg(feature = "tls")]
+                tls: None,
+            },
+        }
+    }
+
+    /// Worker threads (default 1), spread over as [`Builder::accept`] says.
+    pub fn workers(mut self, n: usize) -> Builder {
+        self.config.workers = n.max(1);
+        self
+    }
+
+    /// How connections are spread over the workers (default [`Accept::RoundRobin`]; see the
+    /// README for the measurements behind the choice).
+    pub fn accept(mut self, accept: Accept) -> Builder {
+        self.config.accept = accept;
+        self
+    }
+
+    /// Serves HTTP/2 beside HTTP/1.1 on the same port (default on): a connection that opens
+    /// with HTTP/2's preface (h2c "prior knowledge", as `curl --http2-prior-knowledge` and
+    /// gRPC clients do) is served by hyper's HTTP/2 server, with the same handler and the same
+    /// limits. Off: every connection is HTTP/1.
+    pub fn http2(mut self, on: bool) -> Builder {
+        self.config.http2 = on;
+        self
+    }
+
+    /// The most HTTP/2 streams (concurrent requests) one connection may have open (default
+    /// 100); each has its own send buffer of up to `max_buf_size`.
+    pub fn max_concurrent_streams(mut self, n: u32) -> Builder {
+        self.config.max_concurrent_streams = n.max(1);
+        self
+    }
+
+    /// Serves HTTPS: every connection is TLS (rustls), HTTP/2 or HTTP/1.1 chosen by ALPN
+    /// (feature `tls`). See [`TlsConfig`](crate::TlsConfig).
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Builder {
+        self.config.tls = Some(tls);
+        self
+    }
+
+    /// HTTP/1.1 keep-alive (default on).
+    pub fn keep_alive(mut self, on: bool) -> Builder {
+        self.config.keep_alive = on;
+        self
+    }
+
+    /// Coalesces the responses hyper produces in one pass (a batch of pipelined requests)
+    /// into one write, through a buffer of at most 32 KiB per connection (default on). This
+    /// is spindle-http's own buffer, not hyper's `pipeline_flush`, which lifts hyper's
+    /// write-buffer limit and can lose the response to a closing request; with either
+    /// setting a client that does not read stalls its connection instead of growing memory.
+    pub fn pipeline_flush(mut self, on: bool) -> Builder {
+        self.config.pipeline_flush = on;
+        self
+    }
+
+    /// The limit of hyper's read and write buffers per connection (default 64 KiB, at least
+    /// 8 KiB). It also bounds the request head: a head larger than the smaller of this and
+    /// [`Builder::max_header_size`] gets `431`.
+    pub fn max_buf_size(mut self, bytes: usize) -> Builder {
+        self.config.max_buf_size = bytes.max(8192);
+        self
+    }
+
+    /// The largest request head (request line and header fields, as parsed) a client may send
+    /// (default 64 KiB); a larger one gets `431 Request Header Fields Too Large`, however the
+    /// client splits its writes (hyper's `max_header_size`: without it, a head that arrived in
+    /// one read could pass the buffer limit).
+    pub fn max_header_size(mut self, bytes: usize) -> Builder {
+        self.config.max_header_size = bytes;
+        self
+    }
+
+    /// The largest request body (default 2 MiB, as axum's; `None`: no limit). A declared
+    /// `Content-Length` above it gets `413 Payload Too Large` before the handler runs; a
+    /// chunked body that passes it ends with [`LimitError::BodyTooLarge`](crate::LimitError)
+    /// and the handler's answer is replaced by `413`. The connection closes after a `413`.
+    pub fn max_body_size(mut self, bytes: impl Into<Option<u64>>) -> Builder {
+        self.config.body_limits.max_size = bytes.into();
+        self
+    }
+
+    /// The slowest a client may send a request body (default [`MinRate::default`]: 240 B/s
+    /// after a 5 s grace; `None`: no minimum). Only the time the handler spends waiting for
+    /// body data counts. A slower client's body ends with
+    /// [`LimitError::BodyTooSlow`](crate::LimitError), the answer is `408 Request Timeout`
+    /// and the connection closes. (The header has its own deadline,
+    /// [`Builder::header_read_timeout`].)
+    pub fn min_body_rate(mut self, rate: impl Into<Option<MinRate>>) -> Builder {
+        self.config.body_limits.min_rate = rate.into();
+        self
+    }
+
+    /// The most header fields a request may have (default 100); more get `431`.
+    pub fn max_headers(mut self, n: usize) -> Builder {
+        self.config.max_headers = n;
+        self
+    }
+
+    /// How long a client has to send a complete request header, counted from the moment the
+    /// server starts waiting for it: the connection's start, or the end of the previous
+    /// response on a keep-alive connection, so it also bounds idle keep-alive time. `None`
+    /// disables it (default 30 s). A client that misses it is disconnected.
+    pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Builder {
+        self.config.header_read_timeout = timeout.into();
+        self
+    }
+
+    /// Closes a connection on which no byte has been read or written for this long while no
+    /// handler is running for it (default 60 s; `None` disables it). It is checked once per
+    /// period, so an idle connection closes after one to two periods. It covers what the
+    /// header timeout does not: a client that stalls while sending a body or while reading
+    /// a response. A response body that the application produces slowly counts as idle.
+    pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Builder {
+        self.config.idle_timeout = timeout.into();
+        self
+    }
+
+    /// How long [`Server::shutdown`] and [`Server::wait`] let in-flight requests finish
+    /// before the remaining connections are cancelled (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Begins the graceful shutdown when `token` is triggered (a runtime's
+    /// [`shutdown_token`](spindle::Runtime::shutdown_token), or one that
+    /// [`trigger_on_signals`](spindle::shutdown::ShutdownToken::trigger_on_signals) fires on
+    /// SIGTERM), as a [`ShutdownHandle::trigger`] would; [`Server::wait`] then finishes it.
+    pub fn shutdown_on(mut self, token: spindle::shutdown::ShutdownToken) -> Builder {
+        self.config.shutdown_on = Some(token);
+        self
+    }
+
+    /// `TCP_NODELAY` on accepted connections (default on).
+    pub fn nodelay(mut self, on: bool) -> Builder {
+        self.config.nodelay = on;
+        self
+    }
+
+    /// Stack size of the connection fibers and of the handler fibers spawned for requests
+    /// with a body (default spindle's, 256 KiB of address space, committed lazily: a fiber
+    /// costs the pages it touched, not this size). Blocking handlers run on this stack.
+    ///
+    /// Size it for the deepest handler: a fiber that overflows its stack hits a guard page,
+    /// and spindle then prints which fiber overflowed (`spindle-http <peer>`, or
+    /// `spindle-http <peer> <method> <path>` for a handler fiber) and its stack size, and
+    /// **aborts the process**, the whole server with it. That is by design (spindle's
+    /// soundness rule 3): a fault on a guard page cannot be recovered safely (the fiber's
+    /// frames are corrupt, and unwinding them could run arbitrary code), as a thread's
+    /// overflow aborts in Rust. Larger stacks cost only address space until touched.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.config.stack_size = bytes;
+        self
+    }
+
+    /// Binds `addr` and serves each request with the blocking `handler`, called on the
+    /// connection's fiber.
+    pub fn serve<F, B>(self, addr: impl ToSocketAddrs, handler: F) -> io::Result<Server>
+    where
+        F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
+        B: Into<Body>,
+    {
+        self.start(addr, handler::Blocking(Arc::new(handler)))
+    }
+
+    /// Binds `addr` and serves each request with the async `handler`; the connection's fiber
+    /// polls its future (which therefore need not be `Send`).
+    pub fn serve_async<F, Fut, B>(self, addr: impl ToSocketAddrs, handler: F) -> io::Result<Server>
+    where
+        F: Fn(Request<Body>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response<B>> + 'static,
+        B: Into<Body>,
+    {
+        self.start(addr, handler::Async(handler))
+    }
+
+    fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
+        #[allow(unused_mut)]
+        let mut config = self.config;
+        #[cfg(feature = "tls")]
+        {
+            config.tls = config.tls.map(|tls| tls.with_alpn(config.http2));
+        }
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(spindle::hyper_rt::Timer)
+            .keep_alive(config.keep_alive)
+            .max_buf_size(config.max_buf_size)
+            .max_header_size(config.max_header_size)
+            .header_read_timeout(config.header_read_timeout);
+        let mut http2 = hyper::server::conn::http2::Builder::new(LocalExec);
+        http2
+            .timer(spindle::hyper_rt::Timer)
+            .max_header_list_size(u32::try_from(config.max_header_size).unwrap_or(u32::MAX))
+            .max_concurrent_streams(config.max_concurrent_streams)
+            .max_send_buf_size(config.max_buf_size);
+        if config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+            // Only when it differs: with a limit set, hyper fills its header arrays element by
+            // element for every request (`smallvec![uninit; n]`); at its default it uses an
+            // uninitialised inline array (measured: ~300 ns less per pipelined request).
+            http.max_headers(config.max_headers);
+        }
+        // Listeners first, on this thread: a bind error is returned before any thread starts.
+        let n = config.workers;
+        let listener_count = if config.accept == Accept::RoundRobin { 1 } else { n };
+        let mut listeners = Vec::with_capacity(listener_count);
+        let first = if listener_count == 1 {
+            spindle::net::TcpListener::bind(addr)?
+        } else {
+            spindle::net::TcpListener::bind_reuseport(addr)?
+        };
+        let local_addr = first.local_addr()?;
+        listeners.push(first);
+        for _ in 1..listener_count {
+            listeners.push(spindle::net::TcpListener::bind_reuseport(local_addr)?);
+        }
+        let shared = Arc::new(Shared {
+            handler,
+            http,
+            http2,
+            shutdown: ShutdownState::default(),
+            active: Arc::default(),
+            config: config.clone(),
+        });
+        let mut runtimes = Vec::with_capacity(n);
+        let stack = config.stack_size;
+        match config.accept {
+            Accept::Runtimes => {
+                for (i, listener) in listeners.into_iter().enumerate() {
+                    let rt = spindle::Builder::new()
+                        .worker_threads(1)
+                        .thread_name(format!("spindle-http-{i}"))
+                        .build()?;
+                    let shared = shared.clone();
+                    rt.spawn(move || conn::accept_loop(listener, shared, None));
+                    runtimes.push(rt);
+                }
+            }
+            Accept::ReusePort | Accept::RoundRobin => {
+                let rt = spindle::Builder::new().worker_threads(n).thread_name("spindle-http").build()?;
+                let spread = (config.accept == Accept::RoundRobin && n > 1).then_some(n);
+                for (i, listener) in listeners.into_iter().enumerate() {
+                    let shared = shared.clone();
+                    spindle::fiber::Builder::new()
+                        .name("spindle-http accept")
+                        .stack_size(stack)
+                        .worker(i)
+                        .spawn_on(&rt, move || conn::accept_loop(listener, shared, spread))?;
+                }
+                runtimes.push(rt);
+            }
+        }
+        let control: Arc<dyn Control> = shared;
+        if let (Some(token), Some(rt)) = (config.shutdown_on.clone(), runtimes.first()) {
+            let handle = ShutdownHandle { control: control.clone() };
+            rt.spawn(move || {
+                token.wait();
+                handle.trigger();
+            });
+        }
+        Ok(Server { local_addr, control, runtimes, shutdown_timeout: config.shutdown_timeout })
+    }
+}

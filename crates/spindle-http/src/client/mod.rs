@@ -1,0 +1,457 @@
+//! The HTTP client: HTTP/1.1 and HTTP/2 (prior knowledge for `http://`, ALPN for `https://`
+//! with the `tls` feature) over spindle sockets, hyper's client `conn` API as the engine.
+//!
+//! ```no_run
+//! # spindle::Runtime::new().unwrap().block_on(|| {
+//! let client = spindle_http::Client::new();
+//! // Blocking style, in a fiber: parks the fiber until the response head arrives.
+//! let res = client.get("http://127.0.0.1:8080/").unwrap();
+//! println!("{} {} bytes", res.status(), res.into_body().bytes().unwrap().len());
+//! # });
+//! ```
+//!
+//! From an async task use [`Client::send`] (a future). Bodies stream both ways with hyper's
+//! backpressure: a request body is polled as the connection can take it, a response body is
+//! read from the socket as the caller reads it. An HTTP/1.1 connection goes back to the pool
+//! when its response body has been read to the end (a response body dropped early closes it).
+
+mod connect;
+mod pool;
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as _, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, HOST};
+use hyper::{Request, Response, Uri, Version};
+
+use crate::{Body, BoxError};
+use pool::{Checkout, Conn, IdleFlag, Pool};
+
+/// Where a pooled connection goes: scheme, host and port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub(crate) https: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
+    }
+}
+
+impl Key {
+    fn from_uri(uri: &Uri) -> Result<Key, Error> {
+        let bad = |why: &str| Error::new(ErrorKind::InvalidUrl, format!("{uri}: {why}"));
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            Some(other) => return Err(bad(&format!("unsupported scheme {other:?}"))),
+            None => return Err(bad("an absolute URL (http:// or https://) is needed")),
+        };
+        let host = uri.host().ok_or_else(|| bad("no host"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        Ok(Key { https, host, port })
+    }
+}
+
+/// What went wrong with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The URL is not an absolute `http://` or `https://` URL with a host.
+    InvalidUrl,
+    /// The name did not resolve or the TCP connect failed.
+    Connect,
+    /// The TCP connect or the TLS handshake took longer than the connect timeout.
+    ConnectTimeout,
+    /// TLS: no configuration, a bad server name, or the handshake failed (certificate...).
+    Tls,
+    /// No response head within the request timeout.
+    RequestTimeout,
+    /// The HTTP exchange failed (connection closed, protocol error).
+    Protocol,
+    /// Called outside a spindle runtime (the client's connections run on its workers).
+    NoRuntime,
+}
+
+/// A client error: its kind, a message naming the target, and the underlying error if any.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<BoxError>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: String) -> Error {
+        Error { kind, message, source: None }
+    }
+
+    pub(crate) fn with_source(kind: ErrorKind, message: String, source: impl Into<BoxError>) -> Error {
+        Error { kind, message, source: Some(source.into()) }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{}: {source}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as _)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfig {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_idle_per_host: usize,
+    pub(crate) max_connections_per_host: usize,
+    pub(crate) http2_prior_knowledge: bool,
+    pub(crate) max_buf_size: usize,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, idle pooled
+/// connections closed after 90 s, at most 32 idle and 256 open connections per host.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    config: ClientConfig,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder::new()
+    }
+}
+
+impl ClientBuilder {
+    pub fn new() -> ClientBuilder {
+        ClientBuilder {
+            config: ClientConfig {
+                connect_timeout: Duration::from_secs(10),
+                request_timeout: Some(Duration::from_secs(30)),
+                idle_timeout: Duration::from_secs(90),
+                max_idle_per_host: 32,
+                max_connections_per_host: 256,
+                http2_prior_knowledge: false,
+                max_buf_size: 64 * 1024,
+                #[cfg(feature = "tls")]
+                tls: None,
+            },
+        }
+    }
+
+    /// Limit on resolving, connecting and the TLS handshake of a new connection.
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Limit from the call to the response head (waiting for a pooled connection included;
+    /// the body is read afterwards at the caller's pace). `None`: no limit.
+    pub fn request_timeout(mut self, timeout: impl Into<Option<Duration>>) -> ClientBuilder {
+        self.config.request_timeout = timeout.into();
+        self
+    }
+
+    /// How long an HTTP/1.1 connection may stay idle in the pool before it is closed.
+    pub fn idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// Idle HTTP/1.1 connections kept per host (more are closed when they come back).
+    pub fn max_idle_per_host(mut self, n: usize) -> ClientBuilder {
+        self.config.max_idle_per_host = n;
+        self
+    }
+
+    /// Open connections per host; a request that finds none free waits for one (within
+    /// its request timeout).
+    pub fn max_connections_per_host(mut self, n: usize) -> ClientBuilder {
+        self.config.max_connections_per_host = n.max(1);
+        self
+    }
+
+    /// Speak HTTP/2 to `http://` URLs without negotiation (h2c prior knowledge): one
+    /// multiplexed connection per host.
+    pub fn http2_prior_knowledge(mut self, on: bool) -> ClientBuilder {
+        self.config.http2_prior_knowledge = on;
+        self
+    }
+
+    /// TLS for `https://` URLs (feature `tls`). ALPN is set to `h2`, `http/1.1` if the
+    /// configuration leaves it empty.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> ClientBuilder {
+        let mut config = Arc::unwrap_or_clone(config);
+        if config.alpn_protocols.is_empty() {
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        }
+        self.config.tls = Some(Arc::new(config));
+        self
+    }
+
+    /// TLS trusting the certificates in `pem` (feature `tls`; ring provider, ALPN `h2`,
+    /// `http/1.1`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` when `pem` holds no usable certificate.
+    #[cfg(feature = "tls")]
+    pub fn root_certificates_pem(self, pem: &[u8]) -> std::io::Result<ClientBuilder> {
+        use rustls::pki_types::pem::PemObject;
+        let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| invalid(format!("reading the root certificate PEM: {e}")))?;
+            roots.add(cert).map_err(|e| invalid(format!("root certificate refused: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(invalid("no CERTIFICATE block in the root certificate PEM".to_owned()));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(format!("TLS versions: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(self.tls(Arc::new(config)))
+    }
+
+    pub fn build(self) -> Client {
+        Client { inner: Arc::new(Inner { config: self.config, pool: Arc::default() }) }
+    }
+}
+
+struct Inner {
+    config: ClientConfig,
+    pool: Arc<Pool>,
+}
+
+/// An HTTP client with a connection pool; cheap to clone (clones share the pool). Use it
+/// inside a spindle runtime: from fibers with [`Client::request`] / [`Client::get`], from
+/// async tasks with [`Client::send`].
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
+    }
+}
+
+impl Client {
+    /// A client with the default settings.
+    pub fn new() -> Client {
+        ClientBuilder::new().build()
+    }
+
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    /// `GET url`, blocking style (see [`Client::request`]).
+    pub fn get(&self, url: &str) -> Result<Response<Body>, Error> {
+        let uri: Uri = url.parse().map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url:?}: {e}")))?;
+        self.request(Request::get(uri).body(Body::empty()).expect("a GET with a parsed URI"))
+    }
+
+    /// Sends `req` (an absolute URL) and returns the response once its head has arrived,
+    /// blocking style: in a fiber, the fiber parks meanwhile. Read the body with
+    /// [`Body::bytes`] or as a stream.
+    pub fn request<B: Into<Body>>(&self, req: Request<B>) -> Result<Response<Body>, Error> {
+        spindle::task::block_on(self.send(req))
+    }
+
+    /// Sends `req` (an absolute URL); the future resolves to the response once its head has
+    /// arrived. For async tasks: the future is not `Send` (a new connection's socket wrapper
+    /// is worker-local), so poll it on one worker, in a `spindle::task::spawn_local` task or
+    /// with `spindle::task::block_on`.
+    pub fn send<B: Into<Body>>(
+        &self,
+        req: Request<B>,
+    ) -> impl Future<Output = Result<Response<Body>, Error>> + 'static {
+        let inner = self.inner.clone();
+        let req = req.map(Into::into);
+        async move {
+            if spindle::Handle::current().is_none() {
+                return Err(Error::new(
+                    ErrorKind::NoRuntime,
+                    "spindle_http::Client used outside a spindle runtime".into(),
+                ));
+            }
+            match inner.config.request_timeout {
+                Some(limit) => match spindle::time::timeout(limit, exchange(&inner, req)).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}")))
+                    }
+                },
+                None => exchange(&inner, req).await,
+            }
+        }
+    }
+}
+
+/// One request: a connection from the pool (or a new one), the exchange, and the response
+/// body wrapped so that the connection returns to the pool when it ends.
+async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response<Body>, Error> {
+    let config = &inner.config;
+    let key = Key::from_uri(req.uri())?;
+    let h2_wanted = !key.https && config.http2_prior_knowledge;
+    let conn = loop {
+        let checkout =
+            poll_fn(|cx| inner.pool.poll_checkout(cx, &key, config.max_connections_per_host, h2_wanted))
+                .await;
+        let (mut conn, fresh) = match checkout {
+            Checkout::Reuse(conn) => (conn, false),
+            Checkout::Open(guard) => {
+                let conn = connect::open(&key, config, guard).await?;
+                inner.pool.set_h2(&key, &conn);
+                (conn, true)
+            }
+        };
+        // A pooled connection may still be finishing its previous exchange, or have been
+        // closed by the server meanwhile: then take another. A new one that is not usable
+        // is an error (no retry loop against a server that closes at once).
+        let ready = match &mut conn {
+            Conn::H1 { sender, .. } => sender.ready().await,
+            Conn::H2 { sender, .. } => sender.ready().await,
+        };
+        match ready {
+            Ok(()) => break conn,
+            Err(e) if fresh => {
+                return Err(Error::with_source(ErrorKind::Protocol, format!("new connection to {key}"), e))
+            }
+            Err(_) => {}
+        }
+    };
+    match conn {
+        Conn::H1 { mut sender, idle } => {
+            // HTTP/1.1 wants the origin form and a Host header.
+            if !req.headers().contains_key(HOST) {
+                let host = match req.uri().port_u16() {
+                    Some(port) => format!("{}:{port}", key.host),
+                    None => key.host.clone(),
+                };
+                if let Ok(value) = HeaderValue::from_str(&host) {
+                    req.headers_mut().insert(HOST, value);
+                }
+            }
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+            *req.uri_mut() = path.parse().expect("a path taken from a valid URI");
+            *req.version_mut() = Version::HTTP_11;
+            let res = sender
+                .send_request(req)
+                .await
+                .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
+            let giveback =
+                GiveBack { pool: inner.pool.clone(), key, max_idle: config.max_idle_per_host, sender, idle };
+            Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))))
+        }
+        Conn::H2 { mut sender, .. } => {
+            *req.version_mut() = Version::HTTP_2;
+            let res = sender
+                .send_request(req)
+                .await
+                .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
+            Ok(res.map(|body| PooledBody::wrap(body, None)))
+        }
+    }
+}
+
+/// An HTTP/1.1 connection to give back to the pool when its response body ends.
+struct GiveBack {
+    pool: Arc<Pool>,
+    key: Key,
+    max_idle: usize,
+    sender: hyper::client::conn::http1::SendRequest<Body>,
+    idle: Arc<IdleFlag>,
+}
+
+impl GiveBack {
+    fn give(self) {
+        self.pool.put(&self.key, self.sender, self.idle, self.max_idle);
+    }
+}
+
+/// A response body that hands its connection back to the pool at its end.
+struct PooledBody {
+    inner: Incoming,
+    giveback: Option<GiveBack>,
+}
+
+impl PooledBody {
+    fn wrap(inner: Incoming, giveback: Option<GiveBack>) -> Body {
+        let body = PooledBody { inner, giveback };
+        if body.inner.is_end_stream() {
+            // No body (204, HEAD, Content-Length: 0): the connection is free now.
+            let PooledBody { giveback, .. } = body;
+            if let Some(giveback) = giveback {
+                giveback.give();
+            }
+            return Body::empty();
+        }
+        Body::wrap(body)
+    }
+}
+
+impl http_body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            if let Some(giveback) = this.giveback.take() {
+                giveback.give();
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

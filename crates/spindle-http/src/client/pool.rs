@@ -1,0 +1,210 @@
+//! The client's connection pool: per host (scheme, host, port), idle HTTP/1.1 connections
+//! and at most one shared HTTP/2 connection, with a limit on open connections and an idle
+//! timeout.
+//!
+//! Invariants:
+//!
+//! - **Open count**: `Host::open` counts connections being opened or alive; a slot is taken
+//!   (under the pool lock) before connecting and released by [`OpenGuard`]'s drop, which the
+//!   connection's driver task owns (or the failed connect drops). It never exceeds
+//!   `max_connections_per_host`; a checkout that finds no idle connection and no free slot
+//!   waits (its waker is queued) until a slot is released or a connection comes back.
+//! - **Idle handover**: an HTTP/1.1 connection is either lent (its request in flight, its
+//!   response body not finished) or idle in its host's list. [`IdleFlag`] decides, under its
+//!   own lock, between a checkout taking it and the driver expiring it after `idle_timeout`:
+//!   exactly one wins. An expired connection's driver ends, dropping hyper's connection
+//!   (the socket closes) and the slot.
+//! - **HTTP/2**: one connection per host is shared by every request (streams multiplex);
+//!   while it is being opened, other checkouts for the host wait for it instead of opening
+//!   their own.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::client::Key;
+use crate::Body;
+
+/// A connection lent to one request.
+pub(crate) enum Conn {
+    H1 { sender: hyper::client::conn::http1::SendRequest<Body>, idle: Arc<IdleFlag> },
+    H2 { sender: hyper::client::conn::http2::SendRequest<Body>, idle: Arc<IdleFlag> },
+}
+
+#[derive(Default)]
+struct Host {
+    idle: Vec<(hyper::client::conn::http1::SendRequest<Body>, Arc<IdleFlag>)>,
+    h2: Option<(hyper::client::conn::http2::SendRequest<Body>, Arc<IdleFlag>)>,
+    opening_h2: bool,
+    open: usize,
+    waiters: Vec<Waker>,
+}
+
+impl Host {
+    fn wake_all(&mut self) {
+        self.waiters.drain(..).for_each(Waker::wake);
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Pool {
+    hosts: Mutex<HashMap<Key, Host>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a checkout found.
+pub(crate) enum Checkout {
+    /// A pooled connection to use.
+    Reuse(Conn),
+    /// No connection to reuse, and a slot to open one in.
+    Open(OpenGuard),
+}
+
+impl Pool {
+    /// A connection for `key`: a live idle one, the shared HTTP/2 one, or a slot to open a
+    /// new one; waits while the host is at its limit.
+    pub(crate) fn poll_checkout(
+        self: &Arc<Self>,
+        cx: &mut Context<'_>,
+        key: &Key,
+        max_open: usize,
+        h2: bool,
+    ) -> Poll<Checkout> {
+        let mut hosts = lock(&self.hosts);
+        let host = hosts.entry(key.clone()).or_default();
+        if let Some((sender, idle)) = &host.h2 {
+            if !sender.is_closed() {
+                return Poll::Ready(Checkout::Reuse(Conn::H2 { sender: sender.clone(), idle: idle.clone() }));
+            }
+            host.h2 = None;
+        }
+        while let Some((sender, idle)) = host.idle.pop() {
+            if !sender.is_closed() && idle.take() {
+                return Poll::Ready(Checkout::Reuse(Conn::H1 { sender, idle }));
+            }
+        }
+        let wait_for_h2 = h2 && host.opening_h2;
+        if !wait_for_h2 && host.open < max_open {
+            host.open += 1;
+            host.opening_h2 |= h2;
+            return Poll::Ready(Checkout::Open(OpenGuard { pool: self.clone(), key: key.clone(), h2 }));
+        }
+        host.waiters.push(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Records a new HTTP/2 connection as the host's shared one.
+    pub(crate) fn set_h2(&self, key: &Key, conn: &Conn) {
+        if let Conn::H2 { sender, idle } = conn {
+            let mut hosts = lock(&self.hosts);
+            let host = hosts.entry(key.clone()).or_default();
+            host.h2 = Some((sender.clone(), idle.clone()));
+            host.opening_h2 = false;
+            host.wake_all();
+        }
+    }
+
+    /// Gives back an HTTP/1.1 connection whose exchange finished (response body read to its
+    /// end); dropped instead when the host already keeps `max_idle` idle ones.
+    pub(crate) fn put(
+        &self,
+        key: &Key,
+        sender: hyper::client::conn::http1::SendRequest<Body>,
+        idle: Arc<IdleFlag>,
+        max_idle: usize,
+    ) {
+        let mut hosts = lock(&self.hosts);
+        let host = hosts.entry(key.clone()).or_default();
+        if host.idle.len() < max_idle && !sender.is_closed() {
+            idle.release();
+            host.idle.push((sender, idle));
+        }
+        host.wake_all();
+    }
+}
+
+/// One open-connection slot of a host; dropping it frees the slot and wakes the waiters.
+pub(crate) struct OpenGuard {
+    pool: Arc<Pool>,
+    key: Key,
+    h2: bool,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        let mut hosts = lock(&self.pool.hosts);
+        if let Some(host) = hosts.get_mut(&self.key) {
+            host.open -= 1;
+            if self.h2 {
+                host.opening_h2 = false;
+            }
+            host.wake_all();
+        }
+    }
+}
+
+/// Who owns an HTTP/1.1 connection between requests: lent, idle since an instant, or
+/// expired by its driver (see the module doc).
+#[derive(Default)]
+pub(crate) struct IdleFlag {
+    state: Mutex<IdleState>,
+}
+
+#[derive(Default)]
+struct IdleState {
+    idle_since: Option<Instant>,
+    expired: bool,
+    driver: Option<Waker>,
+}
+
+impl IdleFlag {
+    /// A checkout takes the connection; false if its driver expired it first.
+    fn take(&self) -> bool {
+        let mut s = lock(&self.state);
+        s.idle_since = None;
+        !s.expired
+    }
+
+    /// The connection goes idle now; its driver starts the idle timer.
+    fn release(&self) {
+        let mut s = lock(&self.state);
+        s.idle_since = Some(Instant::now());
+        if let Some(w) = s.driver.take() {
+            w.wake();
+        }
+    }
+
+    /// For the driver task: whether the connection has been idle for `timeout` (it is then
+    /// expired, and no checkout will take it); otherwise arms `sleep` for the moment it would
+    /// be.
+    pub(crate) fn poll_expired(
+        &self,
+        cx: &mut Context<'_>,
+        timeout: Duration,
+        sleep: &mut Option<spindle::time::Sleep>,
+    ) -> bool {
+        let mut s = lock(&self.state);
+        s.driver = Some(cx.waker().clone());
+        let Some(since) = s.idle_since else {
+            *sleep = None;
+            return false;
+        };
+        let deadline = since + timeout;
+        if Instant::now() >= deadline {
+            s.expired = true;
+            return true;
+        }
+        let timer = sleep.get_or_insert_with(|| spindle::time::sleep_until_future(deadline));
+        if timer.deadline() != deadline {
+            timer.reset(deadline);
+        }
+        drop(s);
+        let _ = std::pin::Pin::new(timer).poll(cx); // wakes this driver at the deadline
+        false
+    }
+}

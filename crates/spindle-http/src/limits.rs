@@ -1,0 +1,257 @@
+//! Limits on what a client may send, beyond hyper's header limits: the request body's size
+//! and its minimum data rate, and the strict `Host` rule of RFC 9112 §3.2.
+//!
+//! Invariants:
+//!
+//! - **Size**: a request body never yields more than `max_body_size` bytes to the handler.
+//!   A declared `Content-Length` above it is answered `413` before the handler runs; a body of
+//!   unknown length (chunked) that passes it yields [`LimitError::BodyTooLarge`] instead of
+//!   the next frame.
+//! - **Rate**: while the handler waits for body data, the time it has waited may not exceed
+//!   `grace + received / bytes_per_second`; past that the body yields
+//!   [`LimitError::BodyTooSlow`]. Only waiting counts: a handler that reads slowly is not
+//!   blamed on the client. The timer is armed only while the body is pending.
+//! - **Answer**: either fault is recorded in a flag shared with the response future; if it is
+//!   set when the handler returns, its response is replaced by `413` or `408`, with
+//!   `Connection: close` (the rest of the body is never read). A fault after the response head
+//!   went out (a handler streaming the request body back) ends the connection.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body as _, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Request, Response, StatusCode, Version};
+
+use crate::{Body, BoxError};
+
+/// The slowest a client may send a request body: after `grace`, at least `bytes_per_second`
+/// on average over the time the server spent waiting for it (Kestrel's rule; its default is
+/// 240 B/s after 5 s, which is spindle-http's too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinRate {
+    pub bytes_per_second: u64,
+    pub grace: Duration,
+}
+
+impl MinRate {
+    pub fn new(bytes_per_second: u64, grace: Duration) -> MinRate {
+        MinRate { bytes_per_second: bytes_per_second.max(1), grace }
+    }
+
+    /// How long the server may have waited for a body of which `received` bytes arrived.
+    fn allowed_wait(&self, received: u64) -> Duration {
+        self.grace + Duration::from_secs_f64(received as f64 / self.bytes_per_second as f64)
+    }
+}
+
+impl Default for MinRate {
+    fn default() -> MinRate {
+        MinRate::new(240, Duration::from_secs(5))
+    }
+}
+
+/// Why a request body stopped early: the error its stream yields (inside a [`BoxError`];
+/// downcast to tell it apart from a connection error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitError {
+    /// The body is longer than [`Builder::max_body_size`](crate::Builder::max_body_size).
+    BodyTooLarge { limit: u64 },
+    /// The client sent the body slower than [`Builder::min_body_rate`](crate::Builder::min_body_rate).
+    BodyTooSlow { min_rate: MinRate },
+}
+
+impl fmt::Display for LimitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitError::BodyTooLarge { limit } => {
+                write!(f, "request body larger than the limit of {limit} bytes")
+            }
+            LimitError::BodyTooSlow { min_rate } => write!(
+                f,
+                "request body sent slower than {} bytes/s (after a grace of {:?})",
+                min_rate.bytes_per_second, min_rate.grace
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LimitError {}
+
+/// The body limits of one server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimits {
+    pub(crate) max_size: Option<u64>,
+    pub(crate) min_rate: Option<MinRate>,
+}
+
+const FAULT_NONE: u8 = 0;
+const FAULT_TOO_LARGE: u8 = 1;
+const FAULT_TOO_SLOW: u8 = 2;
+
+/// The fault flag shared by a request body and its response future (allocated only for a
+/// request that has a body).
+#[derive(Clone, Default)]
+pub(crate) struct Fault(Option<Arc<AtomicU8>>);
+
+impl Fault {
+    pub(crate) fn new() -> Fault {
+        Fault(Some(Arc::default()))
+    }
+
+    fn set(&self, fault: u8) {
+        if let Some(flag) = &self.0 {
+            flag.store(fault, Ordering::Release);
+        }
+    }
+
+    /// The response that replaces the handler's, if the body broke a limit.
+    pub(crate) fn response(&self) -> Option<Response<Body>> {
+        match self.0.as_ref()?.load(Ordering::Acquire) {
+            FAULT_NONE => None,
+            FAULT_TOO_LARGE => Some(closing(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large\n")),
+            _ => Some(closing(StatusCode::REQUEST_TIMEOUT, "Request Timeout\n")),
+        }
+    }
+}
+
+/// A plain-text answer that closes the connection.
+pub(crate) fn closing(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut res = Response::new(Body::from(text));
+    *res.status_mut() = code;
+    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    res.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    res
+}
+
+/// A request body from the connection, under the server's [`BodyLimits`].
+pub(crate) struct Guarded {
+    inner: Incoming,
+    limits: BodyLimits,
+    fault: Fault,
+    received: u64,
+    /// Time spent waiting for data before the current wait.
+    waited: Duration,
+    /// The current wait's start and its deadline timer (only while pending).
+    wait: Option<(Instant, spindle::time::Sleep)>,
+}
+
+impl Guarded {
+    pub(crate) fn new(inner: Incoming, limits: BodyLimits, fault: Fault) -> Guarded {
+        Guarded { inner, limits, fault, received: 0, waited: Duration::ZERO, wait: None }
+    }
+
+    fn fail(&mut self, fault: u8, error: LimitError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.fault.set(fault);
+        self.wait = None;
+        Poll::Ready(Some(Err(Box::new(error))))
+    }
+
+    pub(crate) fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if polled.is_pending() {
+            let Some(rate) = self.limits.min_rate else { return Poll::Pending };
+            if self.wait.is_none() {
+                let now = Instant::now();
+                let left = rate.allowed_wait(self.received).saturating_sub(self.waited);
+                self.wait = Some((now, spindle::time::sleep_until_future(now + left)));
+            }
+            let (_, sleep) = self.wait.as_mut().expect("armed above");
+            if Pin::new(sleep).poll(cx).is_ready() {
+                return self.fail(FAULT_TOO_SLOW, LimitError::BodyTooSlow { min_rate: rate });
+            }
+            return Poll::Pending;
+        }
+        if let Some((start, _)) = self.wait.take() {
+            self.waited += start.elapsed();
+        }
+        let Poll::Ready(Some(Ok(frame))) = polled else {
+            return polled.map_err(Into::into);
+        };
+        if let Some(data) = frame.data_ref() {
+            self.received += data.len() as u64;
+            if let Some(limit) = self.limits.max_size.filter(|&limit| self.received > limit) {
+                return self.fail(FAULT_TOO_LARGE, LimitError::BodyTooLarge { limit });
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The answer to a request that breaks a rule before its handler runs: a bad `Host`
+/// (RFC 9112 §3.2: an HTTP/1.1 request without one, any request with two, or an invalid
+/// one), or a declared body length above the limit.
+pub(crate) fn precheck<B: http_body::Body>(req: &Request<B>, limits: &BodyLimits) -> Option<Response<Body>> {
+    if !host_ok(req) {
+        return Some(closing(StatusCode::BAD_REQUEST, "Bad Request: missing, repeated or invalid Host\n"));
+    }
+    let declared = req.body().size_hint().exact();
+    if let (Some(limit), Some(len)) = (limits.max_size, declared) {
+        if len > limit {
+            return Some(closing(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large\n"));
+        }
+    }
+    None
+}
+
+fn host_ok<B>(req: &Request<B>) -> bool {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let first = hosts.next();
+    if hosts.next().is_some() {
+        return false;
+    }
+    match first {
+        None => req.version() != Version::HTTP_11,
+        // Empty is allowed (a target without an authority); otherwise uri-host [":" port].
+        Some(v) => v.is_empty() || valid_host(v.as_bytes()),
+    }
+}
+
+/// `uri-host [":" port]` (RFC 3986: a reg-name or IPv4 of unreserved, pct-encoded and
+/// sub-delim characters, or a bracketed IP literal), checked without allocating.
+fn valid_host(v: &[u8]) -> bool {
+    let (host, port) = match v.first() {
+        Some(b'[') => match v.iter().position(|&b| b == b']') {
+            Some(end) => {
+                let literal = &v[1..end];
+                if literal.is_empty() || !literal.iter().all(|b| b.is_ascii_hexdigit() || b":.".contains(b)) {
+                    return false;
+                }
+                (&v[..=end], &v[end + 1..])
+            }
+            None => return false,
+        },
+        _ => match v.iter().position(|&b| b == b':') {
+            Some(colon) => (&v[..colon], &v[colon..]),
+            None => (v, &v[v.len()..]),
+        },
+    };
+    let reg_name_ok = host.first() == Some(&b'[')
+        || (!host.is_empty()
+            && host.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)));
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    reg_name_ok && port_ok
+}

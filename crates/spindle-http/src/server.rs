@@ -1,0 +1,237 @@
+//! [`Server`] and [`ShutdownHandle`]: a running server, its graceful shutdown, and the state
+//! its workers share (the shutdown flag with the wakers of the fibers that watch it, and the
+//! count of live accept loops and connections that shutdown waits on).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use crate::builder::{Builder, Config};
+use crate::handler::Respond;
+
+/// State shared by the workers of one server.
+pub(crate) struct Shared<H> {
+    pub(crate) handler: H,
+    pub(crate) http: hyper::server::conn::http1::Builder,
+    pub(crate) http2: hyper::server::conn::http2::Builder<crate::exec::LocalExec>,
+    pub(crate) shutdown: ShutdownState,
+    pub(crate) active: Arc<Active>,
+    pub(crate) config: Config,
+}
+
+/// The handler-independent part of [`Shared`], for [`Server`] and [`ShutdownHandle`].
+pub(crate) trait Control: Send + Sync {
+    fn shutdown(&self) -> &ShutdownState;
+    fn active(&self) -> &Active;
+}
+
+impl<H: Respond> Control for Shared<H> {
+    fn shutdown(&self) -> &ShutdownState {
+        &self.shutdown
+    }
+    fn active(&self) -> &Active {
+        &self.active
+    }
+}
+
+/// The shutdown flag and the wakers of the fibers that watch it.
+#[derive(Default)]
+pub(crate) struct ShutdownState {
+    triggered: AtomicBool,
+    next_key: AtomicU64,
+    wakers: Mutex<HashMap<u64, Waker>>,
+}
+
+impl ShutdownState {
+    pub(crate) fn is_triggered(&self) -> bool {
+        self.triggered.load(Ordering::Acquire)
+    }
+
+    /// Registers (or replaces, under `key`) a waker to call when shutdown begins.
+    pub(crate) fn register(&self, key: Option<u64>, waker: Waker) -> u64 {
+        let key = key.unwrap_or_else(|| self.next_key.fetch_add(1, Ordering::Relaxed));
+        lock(&self.wakers).insert(key, waker);
+        key
+    }
+
+    pub(crate) fn deregister(&self, key: u64) {
+        lock(&self.wakers).remove(&key);
+    }
+
+    fn trigger(&self) {
+        self.triggered.store(true, Ordering::Release);
+        let wakers: Vec<Waker> = lock(&self.wakers).drain().map(|(_, w)| w).collect();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Counts accept loops and connections, so that shutdown can wait for them.
+#[derive(Default)]
+pub(crate) struct Active {
+    count: Mutex<usize>,
+    zero: Condvar,
+}
+
+pub(crate) struct ActiveGuard(Arc<Active>);
+
+impl Active {
+    pub(crate) fn enter(self: &Arc<Self>) -> ActiveGuard {
+        *lock(&self.count) += 1;
+        ActiveGuard(self.clone())
+    }
+
+    /// Waits until the count is zero or `deadline` passes; returns the count left.
+    fn wait_zero(&self, deadline: Instant) -> usize {
+        let mut count = lock(&self.count);
+        while *count > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            count = self.zero.wait_timeout(count, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *count
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        let mut count = lock(&self.0.count);
+        *count -= 1;
+        if *count == 0 {
+            self.0.zero.notify_all();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running server. Dropping it stops the workers at once (connections are cancelled);
+/// [`Server::shutdown`] stops gracefully.
+pub struct Server {
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) control: Arc<dyn Control>,
+    pub(crate) runtimes: Vec<spindle::Runtime>,
+    pub(crate) shutdown_timeout: Duration,
+}
+
+/// What a graceful shutdown achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Connections still open at the deadline, which were then cancelled (0: all drained).
+    pub cancelled_connections: usize,
+}
+
+impl Server {
+    /// A [`Builder`] with the default settings.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// The address the server listens on (with the actual port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Every live fiber of the server's runtimes (spindle's
+    /// [`Runtime::dump_fibers`](spindle::Runtime::dump_fibers)): the accept fibers, one
+    /// `spindle-http <peer>` fiber per connection, and one `spindle-http <peer> <method>
+    /// <path>` fiber per blocking handler running for a request with a body. Blocks (or
+    /// parks a calling fiber) until every worker has answered.
+    pub fn dump_fibers(&self) -> Vec<spindle::FiberInfo> {
+        self.runtimes.iter().flat_map(|rt| rt.dump_fibers()).collect()
+    }
+
+    /// A handle that starts the graceful shutdown from anywhere: another thread, a handler.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle { control: self.control.clone() }
+    }
+
+    /// Graceful shutdown, bounded by the builder's `shutdown_timeout`: see
+    /// [`Server::shutdown_timeout`].
+    pub fn shutdown(self) -> ShutdownReport {
+        let timeout = self.shutdown_timeout;
+        self.shutdown_timeout(timeout)
+    }
+
+    /// Stops accepting (the listeners close), closes idle keep-alive connections, lets the
+    /// requests in flight finish (their connections close after the response), and waits for
+    /// that at most `timeout`; then cancels what is left and stops the workers.
+    ///
+    /// Blocks the calling thread: call it from outside the server (not from a handler; a
+    /// handler can use a [`ShutdownHandle`]).
+    pub fn shutdown_timeout(self, timeout: Duration) -> ShutdownReport {
+        self.control.shutdown().trigger();
+        self.finish(Instant::now() + timeout)
+    }
+
+    /// Blocks until a [`ShutdownHandle`] triggers the shutdown, then finishes it as
+    /// [`Server::shutdown`] does.
+    pub fn wait(self) -> ShutdownReport {
+        self.control.active().wait_triggered(self.control.shutdown());
+        let deadline = Instant::now() + self.shutdown_timeout;
+        self.finish(deadline)
+    }
+
+    fn finish(mut self, deadline: Instant) -> ShutdownReport {
+        let left = self.control.active().wait_zero(deadline);
+        // Dropping the runtimes cancels the fibers still running (they unwind) and joins the
+        // worker threads.
+        self.runtimes.clear();
+        ShutdownReport { cancelled_connections: left }
+    }
+}
+
+impl Active {
+    /// Waits until shutdown is triggered ([`ShutdownHandle::trigger`] sets the flag, then
+    /// notifies under the lock: no lost wake-up).
+    fn wait_triggered(&self, shutdown: &ShutdownState) {
+        let mut count = lock(&self.count);
+        while !shutdown.is_triggered() {
+            count = self.zero.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("runtimes", &self.runtimes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts a server's graceful shutdown (see [`Server::shutdown_timeout`]); cheap to clone,
+/// usable from any thread or fiber, including a handler of the server itself.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    pub(crate) control: Arc<dyn Control>,
+}
+
+impl ShutdownHandle {
+    /// Begins the graceful shutdown: stops accepting, closes idle connections. Returns at
+    /// once; [`Server::wait`] finishes it.
+    pub fn trigger(&self) {
+        self.control.shutdown().trigger();
+        // Wake a `Server::wait` at once.
+        let _count = lock(&self.control.active().count);
+        self.control.active().zero.notify_all();
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        self.control.shutdown().is_triggered()
+    }
+}
+
+impl fmt::Debug for ShutdownHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShutdownHandle").field("triggered", &self.is_triggered()).finish()
+    }
+}

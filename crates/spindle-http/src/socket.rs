@@ -1,0 +1,322 @@
+//! The connection's socket as hyper sees it: counts the reads and writes that moved bytes
+//! (for the idle timeout), and coalesces small writes into one bounded buffer so that the
+//! responses to a batch of pipelined requests go out in one system call.
+//!
+//! Invariants:
+//!
+//! - **Bounded**: the coalescing buffer never holds more than [`COALESCE_LIMIT`] bytes. A
+//!   write that does not fit first drains the buffer to the socket; if the socket is full
+//!   the write returns `Pending`, so hyper's own (bounded) write buffer fills and hyper
+//!   stops reading requests: a client that does not read stalls its connection instead of
+//!   growing the server's memory. A write of at least `COALESCE_LIMIT` bytes goes to the
+//!   socket directly (no copy) once the buffer is empty.
+//! - **Nothing stranded**: hyper's `poll_flush` on this type only defers; the connection
+//!   driver (`conn.rs`) calls [`IoHandle::poll_drain`] every time the connection future
+//!   returns `Pending` and before it finishes, and `poll_shutdown` drains too. So bytes sit
+//!   in the buffer only while hyper is still running in the same poll, never while the
+//!   fiber waits.
+//! - **One owner thread**: the state is shared between hyper's `Io` and the driver's
+//!   `IoHandle` through an `Rc<RefCell<…>>`; both live on the connection's fiber, and no
+//!   borrow is held across a call into the other.
+//!
+//! This replaces hyper's `pipeline_flush`, which batches the same way but lifts the write
+//! buffer's limit (hyper's `can_buffer` then always says yes: a client that pipelines
+//! without reading made the server buffer every response) and skips flushing whenever its
+//! read buffer holds bytes, even when the connection is closing (so the response to a
+//! `Connection: close` request followed by any byte was never written).
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use spindle::net::TcpStream;
+
+/// The most bytes the coalescing buffer holds.
+pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
+
+/// The byte stream under hyper: a plain socket, or TLS over one.
+pub(crate) enum Transport {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::tls::ServerStream>),
+    #[cfg(feature = "tls")]
+    TlsClient(Box<futures_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Transport {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: hyper::rt::ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => tls_read(&mut **s, cx, buf),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => tls_read(&mut **s, cx, buf),
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Write::poll_write(Pin::new(s), cx, data),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
+        }
+    }
+
+    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        match self {
+            Transport::Plain(s) => hyper::rt::Write::poll_write_vectored(Pin::new(s), cx, bufs),
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => {
+                futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs)
+            }
+        }
+    }
+
+    /// Pushes out what the transport itself buffered (TLS records); a no-op for a socket.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(_) => {
+                let _ = cx;
+                Poll::Ready(Ok(()))
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
+        }
+    }
+
+    /// Ends the transport's own protocol: TLS sends `close_notify` and half-closes; a plain
+    /// socket is left open (closing it ends the connection anyway, and after a parse error
+    /// the driver still writes and lingers, conn.rs).
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Transport::Plain(_) => {
+                let _ = cx;
+                Poll::Ready(Ok(()))
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
+        }
+    }
+
+    /// The TCP socket underneath.
+    pub(crate) fn into_tcp(self) -> TcpStream {
+        match self {
+            Transport::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Transport::Tls(s) => s.into_inner().0,
+            #[cfg(feature = "tls")]
+            Transport::TlsClient(s) => s.into_inner().0,
+        }
+    }
+}
+
+/// A TLS read into hyper's buffer. rustls copies plaintext out of its own buffer; `buf` is
+/// uninitialised memory, which this crate (no `unsafe`) cannot hand out as `&mut [u8]`: go
+/// through a small stack buffer.
+#[cfg(feature = "tls")]
+fn tls_read<S: futures_io::AsyncRead + Unpin>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    mut buf: hyper::rt::ReadBufCursor<'_>,
+) -> Poll<io::Result<()>> {
+    let mut chunk = [0u8; 4096];
+    let want = buf.remaining().min(chunk.len());
+    let n = std::task::ready!(futures_io::AsyncRead::poll_read(Pin::new(s), cx, &mut chunk[..want]))?;
+    buf.put_slice(&chunk[..n]);
+    Poll::Ready(Ok(()))
+}
+
+struct Inner {
+    stream: Transport,
+    /// Bytes read before hyper took over (the protocol sniff), given to hyper first.
+    replay: Vec<u8>,
+    replayed: usize,
+    /// Bytes accepted from hyper and not yet written to the socket (`out[sent..]`).
+    out: Vec<u8>,
+    sent: usize,
+    coalesce: bool,
+}
+
+/// The socket side given to hyper.
+pub(crate) struct Io {
+    inner: Rc<RefCell<Inner>>,
+    progress: Rc<Cell<u64>>,
+}
+
+/// The driver's handle on the same socket: drains the coalescing buffer, and gives the
+/// stream back when hyper is done.
+pub(crate) struct IoHandle {
+    inner: Rc<RefCell<Inner>>,
+    progress: Rc<Cell<u64>>,
+}
+
+/// A new connection socket: the `Io` for hyper and the driver's handle. `progress` counts
+/// system calls that moved bytes; `replay` holds bytes already read from the stream.
+pub(crate) fn new(
+    stream: Transport,
+    coalesce: bool,
+    progress: Rc<Cell<u64>>,
+    replay: Vec<u8>,
+) -> (Io, IoHandle) {
+    let inner =
+        Rc::new(RefCell::new(Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, coalesce }));
+    (Io { inner: inner.clone(), progress: progress.clone() }, IoHandle { inner, progress })
+}
+
+fn touch(progress: &Cell<u64>) {
+    progress.set(progress.get().wrapping_add(1));
+}
+
+impl Inner {
+    fn buffered(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Writes the buffered bytes to the socket until none are left (`Ready(Ok)`), the socket
+    /// is full (`Pending`, woken when writable) or an error.
+    fn poll_drain(&mut self, cx: &mut Context<'_>, progress: &Cell<u64>) -> Poll<io::Result<()>> {
+        while self.sent < self.out.len() {
+            let n = match self.stream.poll_write(cx, &self.out[self.sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            touch(progress);
+            self.sent += n;
+        }
+        self.out.clear();
+        self.sent = 0;
+        self.stream.poll_flush(cx)
+    }
+
+    /// Room for `len` more bytes: drains the buffer first when they would not fit.
+    /// `Ready(true)`: copy them in; `Ready(false)`: the buffer is empty and they are too
+    /// many to copy, write them directly.
+    fn poll_reserve(
+        &mut self,
+        cx: &mut Context<'_>,
+        len: usize,
+        progress: &Cell<u64>,
+    ) -> Poll<io::Result<bool>> {
+        if self.buffered() + len > COALESCE_LIMIT {
+            if let Err(e) = std::task::ready!(self.poll_drain(cx, progress)) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(len < COALESCE_LIMIT))
+    }
+}
+
+impl IoHandle {
+    /// Writes out what hyper left in the coalescing buffer (see the module doc).
+    pub(crate) fn poll_drain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.borrow_mut().poll_drain(cx, &self.progress)
+    }
+
+    /// The stream, once hyper's connection (which holds the other reference) is dropped.
+    pub(crate) fn into_stream(self) -> Option<TcpStream> {
+        Rc::try_unwrap(self.inner).ok().map(|inner| inner.into_inner().stream.into_tcp())
+    }
+}
+
+impl hyper::rt::Read for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.replayed < inner.replay.len() {
+            let n = buf.remaining().min(inner.replay.len() - inner.replayed);
+            buf.put_slice(&inner.replay[inner.replayed..inner.replayed + n]);
+            inner.replayed += n;
+            if inner.replayed == inner.replay.len() {
+                inner.replay = Vec::new();
+                inner.replayed = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let res = inner.stream.poll_read(cx, buf);
+        if res.is_ready() {
+            touch(&self.progress);
+        }
+        res
+    }
+}
+
+impl hyper::rt::Write for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.coalesce {
+            match inner.poll_reserve(cx, buf.len(), &self.progress) {
+                Poll::Ready(Ok(true)) => {
+                    inner.out.extend_from_slice(buf);
+                    return Poll::Ready(Ok(buf.len()));
+                }
+                Poll::Ready(Ok(false)) => {}
+                other => return other.map_ok(|_| 0),
+            }
+        }
+        let res = inner.stream.poll_write(cx, buf);
+        if res.is_ready() {
+            touch(&self.progress);
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.coalesce {
+            let len: usize = bufs.iter().map(|b| b.len()).sum();
+            match inner.poll_reserve(cx, len, &self.progress) {
+                Poll::Ready(Ok(true)) => {
+                    bufs.iter().for_each(|b| inner.out.extend_from_slice(b));
+                    return Poll::Ready(Ok(len));
+                }
+                Poll::Ready(Ok(false)) => {}
+                other => return other.map_ok(|_| 0),
+            }
+        }
+        let res = inner.stream.poll_write_vectored(cx, bufs);
+        if res.is_ready() {
+            touch(&self.progress);
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.coalesce {
+            // Deferred to the driver (see the module doc), which drains when hyper has
+            // nothing more to do in this poll.
+            return Poll::Ready(Ok(()));
+        }
+        // Nothing is coalesced; push out what the transport buffered (TLS records).
+        inner.poll_drain(cx, &self.progress)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut inner = self.inner.borrow_mut();
+        std::task::ready!(inner.poll_drain(cx, &self.progress))?;
+        inner.stream.poll_shutdown(cx)
+    }
+}

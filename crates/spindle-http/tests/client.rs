@@ -1,0 +1,241 @@
+//! The HTTP client (issue 15, item 1) against spindle-http's own server: keep-alive reuse,
+//! HTTP/2 by prior knowledge, pool limits and idle timeout, timeouts and connect errors,
+//! streaming bodies both ways, blocking style in fibers and futures in tasks.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::Frame;
+use spindle_http::{Body, BoxError, Client, ClientErrorKind, Request, Response, Server, Version};
+
+fn runtime() -> spindle::Runtime {
+    spindle::Builder::new().worker_threads(1).build().unwrap()
+}
+
+/// The server's connection fibers (one per open connection), polled until `want` holds or
+/// 5 s pass.
+fn connections(server: &Server, want: impl Fn(usize) -> bool) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = server
+            .dump_fibers()
+            .into_iter()
+            .filter_map(|f| f.name)
+            .filter(|n| n.starts_with("spindle-http 127.0.0.1") && n.matches(' ').count() == 1)
+            .count();
+        if want(n) || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn echo_server() -> Server {
+    Server::builder()
+        .max_body_size(16 << 20)
+        .serve("127.0.0.1:0", |req: Request<Body>| {
+            let version = format!("{:?}", req.version());
+            if req.uri().path() == "/len" {
+                let n = req.into_body().bytes().map(|b| b.len()).unwrap_or(0);
+                return Response::new(Body::from(n.to_string()));
+            }
+            if let Some(n) = req.uri().path().strip_prefix("/bytes/") {
+                let n: usize = n.parse().unwrap();
+                return Response::new(Body::wrap(Chunks { left: n }));
+            }
+            Response::new(Body::from(version))
+        })
+        .unwrap()
+}
+
+/// A body of `left` bytes in 64 KiB chunks.
+struct Chunks {
+    left: usize,
+}
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.left == 0 {
+            return Poll::Ready(None);
+        }
+        let n = this.left.min(64 * 1024);
+        this.left -= n;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'c'; n])))))
+    }
+}
+
+#[test]
+fn keep_alive_requests_reuse_one_pooled_connection() {
+    let server = echo_server();
+    let url = format!("http://{}/", server.local_addr());
+    let client = Client::new();
+    // The runtime stays alive while the server's connections are counted: the pooled
+    // connections' drivers run on it.
+    let rt = runtime();
+    let texts = rt.block_on(move || {
+        (0..5).map(|_| client.get(&url).unwrap().into_body().text().unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(texts, vec!["HTTP/1.1"; 5]);
+    assert_eq!(connections(&server, |n| n == 1), 1);
+    drop(rt);
+    server.shutdown();
+}
+
+#[test]
+fn http2_prior_knowledge_multiplexes_tasks_on_one_connection() {
+    let server = echo_server();
+    let url: spindle_http::Uri = format!("http://{}/", server.local_addr()).parse().unwrap();
+    let client = Client::builder().http2_prior_knowledge(true).build();
+    let rt = runtime();
+    let out = rt.block_on(move || {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let send = client.send(Request::get(url.clone()).body(Body::empty()).unwrap());
+                spindle::task::spawn_local(async move {
+                    use http_body_util::BodyExt;
+                    let res = send.await.unwrap();
+                    let version = res.version();
+                    (version, res.into_body().collect().await.unwrap().to_bytes())
+                })
+            })
+            .collect();
+        tasks.into_iter().map(|t| t.join().unwrap()).collect::<Vec<_>>()
+    });
+    assert!(out.iter().all(|(v, b)| *v == Version::HTTP_2 && b == "HTTP/2.0"), "{out:?}");
+    assert_eq!(connections(&server, |n| n == 1), 1);
+    drop(rt);
+    server.shutdown();
+}
+
+#[test]
+fn pool_limits_open_connections_per_host() {
+    // Each request holds its connection for a while; 6 requests from 6 fibers over at most
+    // 2 connections: the server never runs more than 2 handlers at once.
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, p) = (running.clone(), peak.clone());
+    let server = Server::builder()
+        .serve("127.0.0.1:0", move |_req: Request<Body>| {
+            p.fetch_max(r.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            spindle::time::sleep(Duration::from_millis(30));
+            r.fetch_sub(1, Ordering::SeqCst);
+            Response::new("ok")
+        })
+        .unwrap();
+    let url = format!("http://{}/", server.local_addr());
+    let client = Client::builder().max_connections_per_host(2).build();
+    let ok = runtime().block_on(move || {
+        let fibers: Vec<_> = (0..6)
+            .map(|_| {
+                let (client, url) = (client.clone(), url.clone());
+                spindle::spawn(move || client.get(&url).unwrap().into_body().text().unwrap())
+            })
+            .collect();
+        fibers.into_iter().map(|f| f.join().unwrap()).filter(|t| t == "ok").count()
+    });
+    assert_eq!(ok, 6);
+    let peak = peak.load(Ordering::SeqCst);
+    assert!((1..=2).contains(&peak), "{peak} handlers ran at once over a 2-connection pool");
+    server.shutdown();
+}
+
+#[test]
+fn idle_pooled_connection_is_closed_after_the_idle_timeout() {
+    let server = echo_server();
+    let url = format!("http://{}/", server.local_addr());
+    let client = Client::builder().idle_timeout(Duration::from_millis(100)).build();
+    let rt = runtime();
+    let c = client.clone();
+    let u = url.clone();
+    assert_eq!(rt.block_on(move || c.get(&u).unwrap().status()), 200);
+    // The client closes its idle connection; the server's connection fiber ends.
+    assert_eq!(connections(&server, |n| n == 0), 0);
+    // And the next request opens a new one.
+    assert_eq!(rt.block_on(move || client.get(&url).unwrap().status()), 200);
+    server.shutdown();
+}
+
+#[test]
+fn timeouts_and_connect_errors_are_reported_by_kind() {
+    let server = Server::builder()
+        .serve("127.0.0.1:0", |_req: Request<Body>| {
+            spindle::time::sleep(Duration::from_secs(2));
+            Response::new("late")
+        })
+        .unwrap();
+    let slow = format!("http://{}/", server.local_addr());
+    // A port with no listener: bind one, note its port, close it.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let client = Client::builder().request_timeout(Duration::from_millis(200)).build();
+    let (timeout, refused, bad) = runtime().block_on(move || {
+        (
+            client.get(&slow).unwrap_err(),
+            client.get(&closed).unwrap_err(),
+            client.get("ftp://x/").unwrap_err(),
+        )
+    });
+    assert_eq!(timeout.kind(), ClientErrorKind::RequestTimeout, "{timeout}");
+    assert_eq!(refused.kind(), ClientErrorKind::Connect, "{refused}");
+    assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
+    assert_eq!(bad.kind(), ClientErrorKind::InvalidUrl, "{bad}");
+    server.shutdown_timeout(Duration::from_secs(5));
+}
+
+#[test]
+fn bodies_stream_both_ways() {
+    let server = echo_server();
+    let addr = server.local_addr();
+    let client = Client::new();
+    let (uploaded, downloaded, chunks) = runtime().block_on(move || {
+        let req =
+            Request::post(format!("http://{addr}/len")).body(Body::wrap(Chunks { left: 4 << 20 })).unwrap();
+        let uploaded = client.request(req).unwrap().into_body().text().unwrap();
+        // Read a 8 MiB response frame by frame.
+        let res = client.get(&format!("http://{addr}/bytes/{}", 8 << 20)).unwrap();
+        let mut body = res.into_body();
+        let (mut total, mut chunks) = (0usize, 0usize);
+        while let Some(frame) = spindle::task::block_on(http_body_util::BodyExt::frame(&mut body)) {
+            total += frame.unwrap().into_data().map(|d| d.len()).unwrap_or(0);
+            chunks += 1;
+        }
+        (uploaded, total, chunks)
+    });
+    assert_eq!(uploaded, (4 << 20).to_string());
+    assert_eq!(downloaded, 8 << 20);
+    assert!(chunks > 1, "streamed in pieces");
+    server.shutdown();
+}
+
+#[test]
+fn client_outside_a_runtime_says_so() {
+    let err = Client::new().get("http://127.0.0.1:9/").unwrap_err();
+    assert_eq!(err.kind(), ClientErrorKind::NoRuntime, "{err}");
+}
+
+#[test]
+fn server_that_closes_at_once_is_a_protocol_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let closer = std::thread::spawn(move || {
+        if let Ok((s, _)) = listener.accept() {
+            drop(s);
+        }
+    });
+    let client = Client::builder().request_timeout(None).build();
+    let err = runtime().block_on(move || client.get(&url).unwrap_err());
+    assert_eq!(err.kind(), ClientErrorKind::Protocol, "{err}");
+    closer.join().unwrap();
+}
