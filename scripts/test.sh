@@ -21,6 +21,9 @@ cargo run -q -p spindle --example net_connect
 cargo run -q -p spindle --example graceful_shutdown
 cargo run -q -p spindle --features tokio-compat --example tokio_compat
 
+step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
+bash scripts/grpc-interop.sh
+
 step "loom models (RUSTFLAGS=--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
 

@@ -47,14 +47,16 @@ pub enum Better {
 }
 
 /// The names of spindle's own competitors; only their failures fail the tournament.
-pub const SPINDLE_COMPETITORS: [&str; 4] = ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt"];
+pub const SPINDLE_COMPETITORS: [&str; 5] =
+    ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt", "spindle-grpc-tcp"];
 
 /// Every competitor name the schema knows, for validation hints.
-pub const KNOWN_COMPETITORS: [&str; 25] = [
+pub const KNOWN_COMPETITORS: [&str; 26] = [
     "spindle",
     "spindle-grpc",
     "spindle-mt",
     "spindle-grpc-mt",
+    "spindle-grpc-tcp",
     "rust-thread",
     "tokio",
     "tokio-hyper",
@@ -178,6 +180,7 @@ impl Suite {
             Suite::Rpc => &[
                 "spindle-grpc",
                 "spindle-grpc-mt",
+                "spindle-grpc-tcp",
                 "grpchan",
                 "grpc-go-tcp",
                 "tonic-direct",
