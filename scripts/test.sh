@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, every test, the loom models, and a smoke run of the
+# The test command: formatting, lints, every test, the examples, gRPC interop with grpc-go, the
+# loom models, the sanitizers (ASan, TSan) and a smoke run of the
 # tournament (--quick: every suite in seconds; peers that are not installed get a row saying
 # why). Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
@@ -42,3 +43,6 @@ if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gn
     step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu)"
     cargo check -p spindle --target aarch64-unknown-linux-gnu --lib --tests
 fi
+
+step "sanitizers: spindle's tests under ASan and TSan (scripts/sanitizers.sh, nightly -Zbuild-std)"
+bash scripts/sanitizers.sh
