@@ -22,6 +22,7 @@ mod no_park;
 pub(crate) mod overflow;
 pub(crate) mod sanitizer;
 pub(crate) mod stack;
+pub(crate) mod stack_pool;
 pub(crate) mod sync_word;
 mod valgrind;
 

@@ -73,7 +73,7 @@ use crate::fiber::arch;
 use crate::fiber::cell::{FiberRef, Header};
 use crate::fiber::overflow;
 use crate::fiber::sanitizer;
-use crate::fiber::stack::StackPool;
+use crate::fiber::stack_pool::StackPool;
 use crate::fiber::sync_word::Park;
 use crate::fiber::Cancelled;
 use crate::reactor::wheel::{TimerKey, TimerWheel};
@@ -229,7 +229,7 @@ pub(crate) struct Worker {
     san: sanitizer::Context,
     /// A fiber that finished and awaits recycling by the next context (invariant 5).
     finished: Cell<Option<FiberRef>>,
-    pool: RefCell<crate::fiber::stack::StackPool>,
+    pool: RefCell<StackPool>,
     registry: RefCell<Registry>,
     /// Timers of the fibers and futures of this worker.
     timers: RefCell<TimerWheel<Waker>>,
