@@ -31,21 +31,20 @@
 //!   server does: a spindle timer when the call is polled on a worker, otherwise a timer task
 //!   on the channel's runtime ([`Deadline`]).
 
-use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body::Frame;
 use tonic::body::Body;
 use tonic::Status;
 
 use crate::connector::{self, ConnState};
-use crate::wire::{status_of, WireBody};
+use crate::remote_call::{
+    encode_timeout, CallParts, CancelFlag, CancelOnDrop, Deadline, OutBody, Permit, RemoteBody, RemoteFuture,
+    Stage,
+};
 
 /// Where and how to connect: the builder of a [`RemoteChannel`].
 ///
@@ -233,7 +232,7 @@ impl Drop for Shared {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -312,7 +311,7 @@ impl Shared {
 
     /// The connection to send a call on, or the status of a channel that is down; pending
     /// (waker registered) while connecting.
-    fn poll_sender(&self, cx: &mut Context<'_>) -> Poll<Result<connector::Sender, Status>> {
+    pub(crate) fn poll_sender(&self, cx: &mut Context<'_>) -> Poll<Result<connector::Sender, Status>> {
         {
             let state = lock(&self.state);
             match &*state {
@@ -358,7 +357,7 @@ impl Shared {
             .is_ok()
     }
 
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.wake_permit_waiters();
     }
@@ -483,333 +482,5 @@ impl tower_service::Service<http::Request<Body>> for RemoteChannel {
 
     fn call(&mut self, request: http::Request<Body>) -> RemoteFuture {
         self.start_call(request)
-    }
-}
-
-/// A `grpc-timeout` value for `t`: at most 8 digits, in the finest unit that fits.
-fn encode_timeout(t: Duration) -> http::HeaderValue {
-    const MAX: u128 = 99_999_999;
-    let nanos = t.as_nanos();
-    let (n, unit) = if nanos <= MAX {
-        (nanos, "n")
-    } else if nanos / 1_000 <= MAX {
-        (nanos.div_ceil(1_000), "u")
-    } else if nanos / 1_000_000 <= MAX {
-        (nanos.div_ceil(1_000_000), "m")
-    } else if t.as_secs() as u128 <= MAX {
-        (t.as_secs() as u128, "S")
-    } else {
-        ((t.as_secs() / 3600).min(MAX as u64) as u128, "H")
-    };
-    http::HeaderValue::from_str(&format!("{n}{unit}")).expect("digits and a unit letter")
-}
-
-/// A permit of [`Shared::in_flight`] (module docs).
-struct Permit(Arc<Shared>);
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
-/// Set when the caller drops a call before its end; the request body then fails. Also holds
-/// the request body's own failure (tonic's encoding errors), which the call reports in place
-/// of the stream reset it causes.
-#[derive(Default)]
-struct CancelFlag {
-    cancelled: AtomicBool,
-    waker: Mutex<Option<Waker>>,
-    failure: Mutex<Option<Status>>,
-}
-
-struct CancelOnDrop(Option<Arc<CancelFlag>>);
-
-impl CancelOnDrop {
-    /// The request body's own failure, if it failed.
-    fn failure(&self) -> Option<Status> {
-        self.0.as_ref().and_then(|flag| lock(&flag.failure).clone())
-    }
-
-    /// The call ended normally: the request body is left to finish.
-    fn defuse(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(flag) = self.0.take() {
-            flag.cancelled.store(true, Ordering::Release);
-            let waker = lock(&flag.waker).take();
-            if let Some(w) = waker {
-                w.wake();
-            }
-        }
-    }
-}
-
-/// The request body as hyper sends it: tonic's, failing once the call was dropped.
-struct OutBody {
-    inner: Body,
-    cancel: Arc<CancelFlag>,
-}
-
-impl http_body::Body for OutBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let cancelled = || Poll::Ready(Some(Err(Status::cancelled("the call was dropped"))));
-        if self.cancel.cancelled.load(Ordering::Acquire) {
-            return cancelled();
-        }
-        let poll = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Err(status))) = &poll {
-            // tonic's client reports its encoding errors (its encoding limit among them) as an
-            // error of the request body: the call ends with it, as the spec's code.
-            *lock(&self.cancel.failure) = Some(crate::limit::respec(status.clone()));
-        }
-        if poll.is_pending() {
-            *lock(&self.cancel.waker) = Some(cx.waker().clone());
-            if self.cancel.cancelled.load(Ordering::Acquire) {
-                return cancelled();
-            }
-        }
-        poll
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// A call's deadline timer (module docs, "Deadlines are local too").
-enum Deadline {
-    Local(spindle::time::Sleep),
-    Remote { alarm: Arc<CancelFlag>, task: Option<spindle::task::JoinHandle<()>> },
-}
-
-impl Deadline {
-    fn new(at: Instant, handle: Option<&spindle::Handle>) -> Deadline {
-        if spindle::Handle::on_worker() {
-            return Deadline::Local(spindle::time::sleep_until_future(at));
-        }
-        let alarm = Arc::new(CancelFlag::default());
-        let fire = alarm.clone();
-        let task = handle.and_then(|h| {
-            h.try_spawn_async(async move {
-                spindle::time::sleep_until_future(at).await;
-                fire.cancelled.store(true, Ordering::Release);
-                if let Some(w) = lock(&fire.waker).take() {
-                    w.wake();
-                }
-            })
-            .ok()
-        });
-        if task.is_none() {
-            alarm.cancelled.store(true, Ordering::Release);
-        }
-        Deadline::Remote { alarm, task }
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self {
-            Deadline::Local(sleep) => Pin::new(sleep).poll(cx),
-            Deadline::Remote { alarm, .. } => {
-                if alarm.cancelled.load(Ordering::Acquire) {
-                    return Poll::Ready(());
-                }
-                *lock(&alarm.waker) = Some(cx.waker().clone());
-                if alarm.cancelled.load(Ordering::Acquire) {
-                    return Poll::Ready(());
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl Drop for Deadline {
-    fn drop(&mut self) {
-        if let Deadline::Remote { task: Some(task), .. } = self {
-            task.abort();
-        }
-    }
-}
-
-fn deadline_exceeded() -> Status {
-    Status::deadline_exceeded("deadline exceeded (enforced by the spindle-grpc client)")
-}
-
-type SendFuture = Pin<Box<dyn Future<Output = hyper::Result<http::Response<hyper::body::Incoming>>> + Send>>;
-
-enum Stage {
-    /// Waiting for a connection (boxed: rare, and the request is large).
-    Waiting(Option<Box<http::Request<Body>>>),
-    Sending(SendFuture),
-    Ready(Option<Box<http::Response<RemoteBody>>>),
-}
-
-/// What a call holds until its response body ends.
-struct CallParts {
-    _permit: Permit,
-    deadline: Option<Deadline>,
-    cancel: CancelOnDrop,
-}
-
-/// The response future of a call on a [`RemoteChannel`].
-#[must_use = "futures do nothing unless polled"]
-pub struct RemoteFuture {
-    stage: Stage,
-    /// `None` for a call decided at once.
-    shared: Option<Arc<Shared>>,
-    call: Option<CallParts>,
-}
-
-impl RemoteFuture {
-    fn ready(status: Status) -> RemoteFuture {
-        RemoteFuture { stage: Stage::Ready(Some(Box::new(status.into_http()))), shared: None, call: None }
-    }
-
-    fn fail(&mut self, status: Status) -> Poll<Result<http::Response<RemoteBody>, std::convert::Infallible>> {
-        self.stage = Stage::Ready(None);
-        // The permit and timers go now; dropping the hyper future resets the stream.
-        self.call = None;
-        Poll::Ready(Ok(status.into_http()))
-    }
-}
-
-impl Future for RemoteFuture {
-    type Output = Result<http::Response<RemoteBody>, std::convert::Infallible>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        if let Stage::Ready(response) = &mut this.stage {
-            let response = response.take().expect("spindle-grpc RemoteFuture polled after completion");
-            return Poll::Ready(Ok(*response));
-        }
-        if let Some(deadline) = this.call.as_mut().and_then(|c| c.deadline.as_mut()) {
-            if deadline.poll(cx).is_ready() {
-                return this.fail(deadline_exceeded());
-            }
-        }
-        if let Stage::Waiting(request) = &mut this.stage {
-            let shared = this.shared.as_ref().expect("a waiting call has its channel");
-            match shared.poll_sender(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(status)) => return this.fail(status),
-                Poll::Ready(Ok(mut sender)) => {
-                    let request = request.take().expect("a waiting call has its request");
-                    this.stage = Stage::Sending(Box::pin(sender.send_request(*request)));
-                }
-            }
-        }
-        let Stage::Sending(send) = &mut this.stage else { unreachable!("the stages above return") };
-        match send.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(e)) => {
-                let local = this.call.as_ref().and_then(|c| c.cancel.failure());
-                let status = local.unwrap_or_else(|| status_of(&e));
-                this.fail(status)
-            }
-            Poll::Ready(Ok(response)) => {
-                this.stage = Stage::Ready(None);
-                let call = this.call.take();
-                Poll::Ready(Ok(response.map(|body| {
-                    let end = http_body::Body::is_end_stream(&body);
-                    let mut body = RemoteBody { body: Some(WireBody::new(body)), call };
-                    if end {
-                        body.finish();
-                    }
-                    body
-                })))
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for RemoteFuture {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("spindle_grpc::RemoteFuture")
-    }
-}
-
-/// The response body of a call on a [`RemoteChannel`]: the server's message frames and
-/// trailers, or a trailers frame with the status this side decided (deadline, lost
-/// connection).
-#[derive(Default)]
-pub struct RemoteBody {
-    body: Option<WireBody>,
-    call: Option<CallParts>,
-}
-
-impl RemoteBody {
-    /// The call ended: release the permit; the request body may finish on its own.
-    fn finish(&mut self) {
-        if let Some(call) = self.call.take() {
-            call.cancel.defuse();
-        }
-    }
-
-    fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        self.body = None;
-        self.call = None;
-        Poll::Ready(Some(Ok(crate::call::status_trailers(status))))
-    }
-}
-
-impl http_body::Body for RemoteBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let this = &mut *self;
-        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
-        match Pin::new(body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if frame.is_trailers() {
-                    this.finish();
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(status))) => {
-                let local = this.call.as_ref().and_then(|c| c.cancel.failure());
-                this.fail(&local.unwrap_or(status))
-            }
-            Poll::Ready(None) => {
-                this.body = None;
-                this.finish();
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                if let Some(deadline) = this.call.as_mut().and_then(|c| c.deadline.as_mut()) {
-                    if deadline.poll(cx).is_ready() {
-                        return this.fail(&deadline_exceeded());
-                    }
-                }
-                Poll::Pending
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_none()
-    }
-}
-
-impl std::fmt::Debug for RemoteBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("spindle_grpc::RemoteBody")
     }
 }

@@ -61,6 +61,7 @@ mod either;
 mod exec;
 mod limit;
 mod pipe;
+mod remote_call;
 mod server;
 mod signal;
 mod wire;
@@ -78,7 +79,7 @@ use tonic::Status;
 
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
-pub use client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
+pub use client::{Endpoint, RemoteChannel};
 pub use either::{AnyBody, AnyChannel, AnyFuture};
 pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
@@ -86,6 +87,7 @@ pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 pub use pipe::BYTES as PIPE_BYTES;
 /// The most response frames buffered between a pump task and a caller outside the runtime.
 pub use pipe::CAPACITY as PIPE_FRAMES;
+pub use remote_call::{RemoteBody, RemoteFuture};
 pub use server::{Server, ServerStats, Serving, ShutdownReport};
 
 /// A registered service, type-erased.
