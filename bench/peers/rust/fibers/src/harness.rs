@@ -114,7 +114,6 @@ pub fn run<C: Competitor>(mut c: C, sizes: Sizes) {
     emit(name, "throughput", "total_ms", best.as_secs_f64() * 1e3, "ms");
 }
 
-
 /// Parses `--quick` (the only argument of the single-competitor binaries).
 pub fn sizes_from_args(usage: &str) -> Sizes {
     let mut sizes = Sizes::FULL;

@@ -33,8 +33,7 @@ fn bind_loop(n: usize) {
 }
 
 fn bind_concurrent(total: usize) {
-    let units: Vec<_> =
-        (0..CONC_UNITS).map(|_| spawn(move || bind_loop(total / CONC_UNITS))).collect();
+    let units: Vec<_> = (0..CONC_UNITS).map(|_| spawn(move || bind_loop(total / CONC_UNITS))).collect();
     for u in units {
         u.join().unwrap();
     }

@@ -208,8 +208,7 @@ fn main() {
     let workers = env_num("WORKERS", 1).max(1);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     eprintln!("monoio http listening on {addr} with {workers} thread(s)");
-    let threads: Vec<_> =
-        (1..workers).map(|_| std::thread::spawn(move || worker(addr))).collect();
+    let threads: Vec<_> = (1..workers).map(|_| std::thread::spawn(move || worker(addr))).collect();
     worker(addr);
     for t in threads {
         let _ = t.join();
