@@ -4,6 +4,10 @@
 //! Every ratio is phrased so that `> 1×` means spindle is ahead, whatever the metric's
 //! direction (see [`crate::suites::advantage`]). The last row is the geometric mean of each
 //! peer's ratios, the only mean that treats "2× ahead" and "2× behind" symmetrically.
+//!
+//! Floor rows ([`crate::suites::FLOOR_ROWS`]) measure a limit, not a competitor: they get no
+//! column and no place in the means; a line below the table says how many times each limit
+//! spindle costs.
 
 use crate::markdown::{ratio, Table};
 use crate::report::Entry;
