@@ -173,6 +173,7 @@ async fn serve(mut stream: TcpStream) {
 
 async fn accept_loop(addr: SocketAddr) {
     let listener = TcpListener::bind(addr).expect("bind");
+    eprintln!("monoio http: a thread listens on {addr} (io_uring)");
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -207,7 +208,6 @@ fn main() {
     let port = env_num("PORT", 8080) as u16;
     let workers = env_num("WORKERS", 1).max(1);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    eprintln!("monoio http listening on {addr} with {workers} thread(s)");
     let threads: Vec<_> = (1..workers).map(|_| std::thread::spawn(move || worker(addr))).collect();
     worker(addr);
     for t in threads {
