@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, every test, the loom models, and a smoke run of the
+# The test command: formatting, lints, every test, the examples, gRPC interop with grpc-go, the
+# loom models, the sanitizers (ASan, TSan) and a smoke run of the
 # tournament (--quick: every suite in seconds; peers that are not installed get a row saying
 # why). Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
@@ -21,6 +22,9 @@ cargo run -q -p spindle --example net_connect
 cargo run -q -p spindle --example graceful_shutdown
 cargo run -q -p spindle --features tokio-compat --example tokio_compat
 
+step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
+bash scripts/grpc-interop.sh
+
 step "loom models (RUSTFLAGS=--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
 
@@ -39,3 +43,6 @@ if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gn
     step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu)"
     cargo check -p spindle --target aarch64-unknown-linux-gnu --lib --tests
 fi
+
+step "sanitizers: spindle's tests under ASan and TSan (scripts/sanitizers.sh, nightly -Zbuild-std)"
+bash scripts/sanitizers.sh

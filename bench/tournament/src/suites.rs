@@ -47,18 +47,20 @@ pub enum Better {
 }
 
 /// The names of spindle's own competitors; only their failures fail the tournament.
-pub const SPINDLE_COMPETITORS: [&str; 4] = ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt"];
+pub const SPINDLE_COMPETITORS: [&str; 5] =
+    ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt", "spindle-grpc-tcp"];
 
 /// Rows that measure a limit, not a competitor: the report labels them and the summary leaves
 /// them out of its ranking (it states spindle's distance to them instead).
 pub const FLOOR_ROWS: [&str; 1] = ["floor-raw-switch"];
 
 /// Every competitor name the schema knows, for validation hints.
-pub const KNOWN_COMPETITORS: [&str; 29] = [
+pub const KNOWN_COMPETITORS: [&str; 30] = [
     "spindle",
     "spindle-grpc",
     "spindle-mt",
     "spindle-grpc-mt",
+    "spindle-grpc-tcp",
     "rust-thread",
     "tokio",
     "tokio-hyper",
@@ -199,6 +201,7 @@ impl Suite {
             Suite::Rpc => &[
                 "spindle-grpc",
                 "spindle-grpc-mt",
+                "spindle-grpc-tcp",
                 "grpchan",
                 "grpc-go-tcp",
                 "tonic-direct",

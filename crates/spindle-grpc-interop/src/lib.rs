@@ -19,7 +19,10 @@ pub mod pb {
     tonic::include_proto!("spindle.interop");
 }
 
+pub mod args;
+pub mod cases;
 mod echo_metadata;
+pub mod grpc_testing;
 pub use echo_metadata::{EchoMetadata, ECHO_INITIAL, ECHO_TRAILING};
 
 use pb::test_service_server::TestService;

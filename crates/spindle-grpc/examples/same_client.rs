@@ -1,5 +1,7 @@
-//! The same tonic client code over spindle-grpc's in-process Channel and over tonic's own
-//! transport on loopback TCP: only the channel changes.
+//! The same tonic client code in process and across the network, with no tokio runtime: the
+//! URI picks the transport (`spindle_grpc::AnyChannel`): `inproc:` calls the services
+//! registered on this process's `Channel`, `http://host:port` goes over HTTP/2 to a
+//! `spindle_grpc::Server` (here serving that same channel on loopback).
 //!
 //! ```sh
 //! cargo run -p spindle-grpc --example same_client
@@ -7,22 +9,15 @@
 
 use std::time::Duration;
 
+use spindle_grpc::{AnyChannel, Channel};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
 use spindle_grpc_interop::pb::{ResponseParameters, SimpleRequest, StreamingOutputCallRequest};
 use spindle_grpc_interop::Server;
-use tonic::client::GrpcService;
-use tonic::codegen::{Body, Bytes, StdError};
 
-/// The client code: written once against any tonic transport.
-async fn talk<T>(transport: T) -> Result<String, tonic::Status>
-where
-    T: GrpcService<tonic::body::Body>,
-    T::Error: Into<StdError>,
-    T::ResponseBody: Body<Data = Bytes> + Send + 'static,
-    <T::ResponseBody as Body>::Error: Into<StdError> + Send,
-{
-    let mut client = TestServiceClient::new(transport);
+/// The client code: written once, for whichever place the URI names.
+async fn talk(uri: &str, local: &Channel) -> Result<String, Box<dyn std::error::Error>> {
+    let mut client = TestServiceClient::new(AnyChannel::from_uri(uri, local)?);
     let mut request = tonic::Request::new(SimpleRequest { response_size: 42, ..Default::default() });
     request.set_timeout(Duration::from_secs(1));
     let unary = client.unary_call(request).await?.into_inner();
@@ -37,31 +32,23 @@ where
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // In process: the server is registered on a spindle-grpc Channel; the client runs in a
-    // fiber on a spindle worker, and each handler runs in its caller's call on that worker.
     let rt = spindle::Runtime::new()?;
-    let server = Server::new(|d| Box::pin(spindle::time::sleep_future(d)));
-    let channel = spindle_grpc::Channel::new().add_service(TestServiceServer::new(server));
-    let in_process = rt.block_on(move || spindle::task::block_on(talk(channel)))?;
-    println!("spindle-grpc in process: {in_process}");
-
-    // Over the network: the same server type behind tonic's Server, the same client code on a
-    // tonic::transport::Channel (tokio, HTTP/2, loopback TCP).
-    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let over_tcp = tokio.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let server = Server::new(|d| Box::pin(tokio::time::sleep(d)));
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(TestServiceServer::new(server))
-                .serve_with_incoming(incoming),
-        );
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
-        Ok::<_, Box<dyn std::error::Error>>(talk(channel).await?)
+    let (in_process, over_tcp) = rt.block_on(|| {
+        // The services of this process, on its in-process channel.
+        let server = Server::new(|d| Box::pin(spindle::time::sleep_future(d)));
+        let local = Channel::new().add_service(TestServiceServer::new(server));
+        // The same channel served over HTTP/2 on loopback (as another machine would serve it).
+        let listener = spindle::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let serving =
+            spindle_grpc::Server::new(local.clone()).serve_tcp(listener).map_err(|e| e.to_string())?;
+        let remote_uri = format!("http://{}", serving.local_addr().expect("a TCP address"));
+        let in_process = spindle::task::block_on(talk("inproc:", &local)).map_err(|e| e.to_string())?;
+        let over_tcp = spindle::task::block_on(talk(&remote_uri, &local)).map_err(|e| e.to_string())?;
+        serving.shutdown(Duration::from_secs(1));
+        Ok::<_, String>((in_process, over_tcp))
     })?;
-    println!("tonic over TCP:          {over_tcp}");
+    println!("inproc:          {in_process}");
+    println!("http (loopback): {over_tcp}");
     assert_eq!(in_process, over_tcp);
     Ok(())
 }

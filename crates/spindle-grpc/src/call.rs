@@ -284,6 +284,11 @@ pub(crate) fn parse_timeout(value: &http::HeaderValue) -> Option<Duration> {
     })
 }
 
+/// The timeout in a `grpc-timeout` header, if any and valid.
+pub(crate) fn parse_timeout_header(headers: &http::HeaderMap) -> Option<Duration> {
+    parse_timeout(headers.get("grpc-timeout")?)
+}
+
 /// The deadline of a call, from its `grpc-timeout` header.
 pub(crate) fn deadline_of(headers: &http::HeaderMap) -> Option<Instant> {
     let timeout = parse_timeout(headers.get("grpc-timeout")?)?;

@@ -1,12 +1,14 @@
-//! spindle-grpc: an in-process gRPC channel for [tonic] on spindle.
+//! spindle-grpc: gRPC for [tonic] on spindle, in process ([`Channel`]) and over HTTP/2
+//! ([`Server`], [`Endpoint`], [`RemoteChannel`]), or either, chosen by URI ([`AnyChannel`]).
 //!
 //! A [`Channel`] holds tonic-generated servers (any `Service<http::Request<tonic::body::Body>>`
 //! with a [`NamedService`] name) and is itself the transport of tonic-generated clients
 //! ([`tonic::client::GrpcService`]): `FooClient::new(channel)`. There are no sockets and no
 //! HTTP/2: a call hands the client's `http::Request` (headers and the body of encoded
 //! messages) to the server, and the server's `http::Response` (headers, message frames,
-//! trailers) back. Swap the channel for `tonic::transport::Channel` and the same client code
-//! runs over the network.
+//! trailers) back. Serve the same channel over the network with [`Server`], and call it from
+//! elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same client code runs
+//! in process and remote, with no tokio runtime (the crate README has the network semantics).
 //!
 //! ```
 //! use spindle_grpc::Channel;
@@ -53,8 +55,15 @@
 #![warn(missing_docs)]
 
 mod call;
+mod client;
+mod connector;
+mod either;
+mod exec;
 mod limit;
 mod pipe;
+mod server;
+mod signal;
+mod wire;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -69,12 +78,15 @@ use tonic::Status;
 
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
+pub use client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
+pub use either::{AnyBody, AnyChannel, AnyFuture};
 pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
 pub use pipe::BYTES as PIPE_BYTES;
 /// The most response frames buffered between a pump task and a caller outside the runtime.
 pub use pipe::CAPACITY as PIPE_FRAMES;
+pub use server::{Server, ServerStats, Serving, ShutdownReport};
 
 /// A registered service, type-erased.
 trait ErasedService: Send + Sync {

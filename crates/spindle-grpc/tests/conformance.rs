@@ -153,7 +153,9 @@ pub async fn cancel_after_begin<T: Transport>(env: Env<T>) {
     env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
     match env.kind {
         // The handler's future is dropped (it never sees a clean end of its input).
-        Kind::Inproc | Kind::Outside => assert_eq!(env.counters.dropped_early.load(SeqCst), 1),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_eq!(env.counters.dropped_early.load(SeqCst), 1)
+        }
         // tonic over HTTP/2 ends the upload with END_STREAM when the call is dropped: the
         // handler sees a normal end of stream and finishes, as if the client had completed.
         Kind::Tcp => assert_eq!(env.counters.dropped_early.load(SeqCst), 0),
@@ -194,7 +196,9 @@ pub async fn timeout_on_sleeping_server<T: Transport>(env: Env<T>) {
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
         // The gRPC spec: the deadline passed, DEADLINE_EXCEEDED.
-        Kind::Inproc | Kind::Outside => assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}"),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}")
+        }
         // tonic's server reports its grpc-timeout as CANCELLED ("Timeout expired").
         Kind::Tcp => assert_eq!(err.code(), Code::Cancelled, "{err:?}"),
     }
@@ -234,6 +238,12 @@ macro_rules! conformance {
         }
         mod tcp {
             $( #[test] fn $case() { crate::common::run_tcp(crate::$case); } )*
+        }
+        mod net {
+            $( #[test] fn $case() { crate::common::run_net(false, crate::$case); } )*
+        }
+        mod net_outside {
+            $( #[test] fn $case() { crate::common::run_net(true, crate::$case); } )*
         }
     };
 }

@@ -54,6 +54,13 @@ fn panics_outside() {
     common::run_outside(panics);
 }
 
+/// Over spindle-grpc's network server the same isolation holds: the panic is the call's, the
+/// server keeps serving.
+#[test]
+fn panics_net() {
+    common::run_net(false, panics);
+}
+
 // ---------------------------------------------------------------------------------------
 // Message size limits.
 //
@@ -97,7 +104,9 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { payload: Some(payload(&env.counters, 5 * MIB)), ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => assert_channel_limit(&err, "request", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_channel_limit(&err, "request", 4 * MIB)
+        }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
     assert_eq!(env.counters.started.load(SeqCst), 0, "the handler got the oversized request");
@@ -106,7 +115,9 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { response_size: 5 * MIB as i32, ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => assert_channel_limit(&err, "response", 4 * MIB),
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+            assert_channel_limit(&err, "response", 4 * MIB)
+        }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
     }
 
@@ -123,7 +134,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     assert_eq!(stream.message().await.unwrap().unwrap().payload.unwrap().body.len(), 20);
     let err = stream.message().await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => {
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "response", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -141,7 +152,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
         .collect();
     let err = env.client().streaming_input_call(futures_util::stream::iter(requests)).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside => {
+        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "request", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -159,6 +170,11 @@ fn size_limits_by_default_inproc() {
 #[test]
 fn size_limits_by_default_outside() {
     common::run_outside(size_limits_by_default);
+}
+
+#[test]
+fn size_limits_by_default_net() {
+    common::run_net(false, size_limits_by_default);
 }
 
 #[test]
@@ -220,6 +236,11 @@ fn tonic_size_limits_outside() {
 }
 
 #[test]
+fn tonic_size_limits_net() {
+    common::run_net_on(false, limited, |c| c, tonic_size_limits);
+}
+
+#[test]
 fn tonic_size_limits_tcp() {
     common::run_tcp_with(limited, tonic_size_limits);
 }
@@ -249,6 +270,11 @@ async fn raised_size_limits<T: Transport>(env: Env<T>) {
 #[test]
 fn raised_size_limits_inproc() {
     common::run_inproc_on(raised, raise, raised_size_limits);
+}
+
+#[test]
+fn raised_size_limits_net() {
+    common::run_net_on(false, raised, raise, raised_size_limits);
 }
 
 #[test]
@@ -498,6 +524,7 @@ macro_rules! interceptors_case {
 
 interceptors_case!(interceptors, spindle_grpc::Channel);
 interceptors_case!(interceptors_over_tcp, tonic::transport::Channel);
+interceptors_case!(interceptors_over_net, spindle_grpc::RemoteChannel);
 
 #[test]
 fn interceptors_inproc() {
@@ -507,6 +534,11 @@ fn interceptors_inproc() {
 #[test]
 fn interceptors_outside() {
     common::run_outside_with(intercepted, interceptors);
+}
+
+#[test]
+fn interceptors_net() {
+    common::run_net_on(false, intercepted, |c| c, interceptors_over_net);
 }
 
 #[test]
@@ -540,7 +572,7 @@ async fn backpressure<T: Transport>(env: Env<T>) {
         Kind::Inproc => tonic,
         // The pump's pipe holds up to PIPE_BYTES of frames, plus the frame in hand.
         Kind::Outside => tonic + spindle_grpc::PIPE_BYTES as u64 / 1024 + 33,
-        Kind::Tcp => unreachable!(),
+        Kind::Tcp | Kind::Net | Kind::NetOutside => unreachable!(),
     };
     assert!(produced <= read + bound, "{produced} messages produced while {read} were read");
     drop(stream);
@@ -645,6 +677,49 @@ fn cancelled_upload_is_cancelled_for_the_reader() {
         })
     });
     assert_eq!(*reader.outcome.lock().unwrap(), Some(Err(Code::Cancelled)));
+}
+
+/// The same over spindle-grpc's network server and client: the client drops the call, the
+/// HTTP/2 stream is reset, and the handler's reader (in a task it spawned) sees CANCELLED.
+#[test]
+fn cancelled_upload_is_cancelled_for_the_reader_over_the_network() {
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let reader = Reader { started: Default::default(), outcome: Default::default(), inline: false };
+    let channel = spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(reader.clone());
+    let serving = rt.block_on(move || {
+        let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        spindle_grpc::Server::new(channel).serve_tcp(listener).unwrap()
+    });
+    let endpoint = spindle_grpc::Endpoint::new(format!("http://{}", serving.local_addr().unwrap())).unwrap();
+    let outcome = reader.outcome.clone();
+    rt.block_on(move || {
+        spindle::task::block_on(async move {
+            let remote = endpoint.connect().await.unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel::<StreamingInputCallRequest>(1);
+            let mut client = TestServiceClient::new(remote);
+            tx.send(StreamingInputCallRequest::default()).await.unwrap();
+            let call = client.streaming_input_call(tokio_stream::wrappers::ReceiverStream::new(rx));
+            let started = async {
+                while !reader.started.load(SeqCst) {
+                    spindle::time::sleep_future(Duration::from_millis(1)).await;
+                }
+                spindle::time::sleep_future(Duration::from_millis(5)).await;
+            };
+            match futures_util::future::select(Box::pin(call), Box::pin(started)).await {
+                futures_util::future::Either::Left(_) => panic!("the call ended by itself"),
+                futures_util::future::Either::Right(_) => {} // the call is dropped: cancelled
+            }
+            for _ in 0..10_000 {
+                if outcome.lock().unwrap().is_some() {
+                    break;
+                }
+                spindle::time::sleep_future(Duration::from_millis(1)).await;
+            }
+            drop(tx);
+        })
+    });
+    assert_eq!(*reader.outcome.lock().unwrap(), Some(Err(Code::Cancelled)));
+    serving.shutdown(Duration::from_secs(1));
 }
 
 /// An oversized upload read in a task the handler spawned: the call still ends with

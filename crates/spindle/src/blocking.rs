@@ -204,6 +204,43 @@ impl<T> BlockingHandle<T> {
         }
     }
 
+    /// Waits at most `timeout` for the job: `Ok` with what [`join`](Self::join) gives, or
+    /// `Err` with the handle back if it is still running.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let h = rt.spawn_blocking(|| std::thread::sleep(Duration::from_millis(50)));
+    /// let h = h.join_timeout(Duration::from_millis(1)).unwrap_err();
+    /// h.join().unwrap();
+    /// ```
+    pub fn join_timeout(self, timeout: std::time::Duration) -> Result<thread::Result<T>, BlockingHandle<T>> {
+        match crate::sync::wait::deadline_in(timeout) {
+            Some(deadline) => self.join_deadline(deadline),
+            None => Ok(self.join()),
+        }
+    }
+
+    /// Waits until `deadline` at the latest; see [`join_timeout`](Self::join_timeout).
+    pub fn join_deadline(self, deadline: std::time::Instant) -> Result<thread::Result<T>, BlockingHandle<T>> {
+        loop {
+            {
+                let mut slot = lock(&self.cell.slot);
+                if let Some(r) = slot.result.take() {
+                    slot.taken = true;
+                    return Ok(r);
+                }
+                if std::time::Instant::now() >= deadline {
+                    slot.waiter = None;
+                    break;
+                }
+                slot.waiter = Some(Waiter::current());
+            }
+            waiter::park_until(Some(deadline), "spawn_blocking join (with timeout)");
+        }
+        Err(self)
+    }
+
     /// Whether the job has finished.
     pub fn is_finished(&self) -> bool {
         lock(&self.cell.slot).result.is_some()

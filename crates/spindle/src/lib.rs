@@ -21,7 +21,14 @@
 //! assert_eq!(total, 6);
 //! ```
 //!
-//! See `docs/ARCHITECTURE.md` for the design and its soundness rules.
+//! [`sync`] has the primitives a Go or tokio user reaches for (channels, [`select!`], Mutex,
+//! RwLock, Condvar, Semaphore, Notify, Barrier, WaitGroup, broadcast, watch), each blocking in
+//! fibers, with a timeout, and awaitable in tasks; [`fiber_local!`] keeps per-fiber state;
+//! [`Runtime::block_on`] takes a closure or a future, and `#[spindle::main]` /
+//! `#[spindle::test]` wrap a function in it.
+//!
+//! See `docs/ARCHITECTURE.md` for the design, its soundness rules and the rules for code on a
+//! worker.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
@@ -34,6 +41,10 @@ pub mod fiber;
 pub mod hyper_rt;
 mod loom;
 pub mod net;
+/// The markers of [`BlockOn`]'s two implementations (closures and futures).
+pub mod runtime {
+    pub use crate::sched::block_on::{Async, BlockOn, Closure};
+}
 pub(crate) mod reactor;
 mod report;
 mod sched;
@@ -46,7 +57,11 @@ pub mod time;
 
 pub use fiber::{spawn, yield_now, JoinHandle};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
-pub use sched::{Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
+pub use sched::{BlockOn, Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
+/// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime (crate `spindle-macros`).
+pub use spindle_macros::main;
+/// `#[spindle::test]`: a `#[test]` (plain or `async`) run on a new runtime per test.
+pub use spindle_macros::test;
 
 /// Runs `f` on the current runtime's blocking thread pool, so that blocking code (file I/O,
 /// a C library, a long computation) does not stall the worker. Join the handle from a fiber

@@ -492,6 +492,8 @@ pub struct JoinHandle<T> {
 trait TaskOutput<T>: Send + Sync {
     fn poll_join(&self, cx: &mut Context<'_>) -> Poll<thread::Result<T>>;
     fn join_blocking(&self) -> thread::Result<T>;
+    /// Waits until completion or `deadline`; true if complete.
+    fn wait_until(&self, deadline: std::time::Instant) -> bool;
     fn abort(&self);
     fn is_finished(&self) -> bool;
 }
@@ -541,6 +543,23 @@ where
         self.take_output()
     }
 
+    fn wait_until(&self, deadline: std::time::Instant) -> bool {
+        loop {
+            {
+                let mut join = crate::sync::lock(&self.join);
+                if join.complete {
+                    return true;
+                }
+                if std::time::Instant::now() >= deadline {
+                    join.waiter = None;
+                    return false;
+                }
+                join.waiter = Some(crate::sync::waiter::Waiter::current());
+            }
+            crate::sync::waiter::park_until(Some(deadline), "task join (with timeout)");
+        }
+    }
+
     fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
         // Schedule it so that a worker drops the future promptly.
@@ -585,6 +604,32 @@ impl<T> JoinHandle<T> {
     /// Waits for the task from blocking-style code (parks a fiber, blocks a thread).
     pub fn join(self) -> thread::Result<T> {
         self.task.join_blocking()
+    }
+
+    /// Waits at most `timeout` for the task from blocking-style code: `Ok` with what
+    /// [`join`](Self::join) gives, or `Err` with the handle back if it is still running.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let h = rt.spawn_async(spindle::time::sleep_future(Duration::from_millis(50)));
+    /// let h = h.join_timeout(Duration::from_millis(1)).unwrap_err();
+    /// h.join().unwrap();
+    /// ```
+    pub fn join_timeout(self, timeout: std::time::Duration) -> Result<thread::Result<T>, JoinHandle<T>> {
+        match crate::sync::wait::deadline_in(timeout) {
+            Some(deadline) => self.join_deadline(deadline),
+            None => Ok(self.join()),
+        }
+    }
+
+    /// Waits until `deadline` at the latest; see [`join_timeout`](Self::join_timeout).
+    pub fn join_deadline(self, deadline: std::time::Instant) -> Result<thread::Result<T>, JoinHandle<T>> {
+        if self.task.wait_until(deadline) {
+            Ok(self.join())
+        } else {
+            Err(self)
+        }
     }
 }
 

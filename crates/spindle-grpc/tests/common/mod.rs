@@ -4,7 +4,9 @@
 //!   handler runs in the caller's call on that worker);
 //! - `outside`: the same Channel, the client on a plain thread (the handler runs in a pump task
 //!   on the channel's runtime);
-//! - `tcp`: tonic's own transport over loopback TCP (HTTP/2), client and server on tokio.
+//! - `tcp`: tonic's own transport over loopback TCP (HTTP/2), client and server on tokio;
+//! - `net`: spindle-grpc's network server and client (`Server`, `RemoteChannel`) over loopback
+//!   TCP, the client in a fiber; `net_outside`: the same, the client on a plain thread.
 
 #![allow(dead_code)]
 
@@ -53,6 +55,16 @@ pub enum Kind {
     Inproc,
     Outside,
     Tcp,
+    Net,
+    NetOutside,
+}
+
+impl Kind {
+    /// The transports whose semantics are spindle-grpc's (the channel's, in process or over
+    /// the network), as opposed to tonic's transport.
+    pub fn is_spindle(self) -> bool {
+        self != Kind::Tcp
+    }
 }
 
 /// A sleep on the client side's runtime.
@@ -282,6 +294,78 @@ where
         }
     });
     check_no_leaks(&counters);
+}
+
+/// Runs `case` over spindle-grpc's network server and client on loopback TCP, the client in
+/// a fiber (`outside == false`) or on this plain thread.
+pub fn run_net<F, Fut>(outside: bool, case: F)
+where
+    F: FnOnce(Env<spindle_grpc::RemoteChannel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    run_net_on(outside, service, |channel| channel, case)
+}
+
+/// [`run_net`] with the service made by `make`, on a channel set up by `configure`.
+pub fn run_net_on<S: Svc<B>, B: RespBody, F, Fut>(
+    outside: bool,
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    configure: impl FnOnce(spindle_grpc::Channel) -> spindle_grpc::Channel,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::RemoteChannel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let (svc, counters) = make(spindle_sleep);
+    let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_service(svc);
+    let server_channel = channel.clone();
+    let serving = rt.block_on(move || {
+        let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        spindle_grpc::Server::new(server_channel).serve_tcp(listener).unwrap()
+    });
+    let addr = serving.local_addr().unwrap();
+    let endpoint = spindle_grpc::Endpoint::new(format!("http://{addr}")).unwrap().handle(rt.handle());
+    let remote = rt.block_on(move || spindle::task::block_on(endpoint.connect())).unwrap();
+    if outside {
+        let handle = rt.handle();
+        let sleep = Arc::new(move |d: Duration| -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            let task = handle.spawn_async(spindle::time::sleep_future(d));
+            Box::pin(async move {
+                task.await.unwrap();
+            })
+        });
+        let env =
+            Env { kind: Kind::NetOutside, transport: remote.clone(), counters: counters.clone(), sleep };
+        spindle::task::block_on(case(env));
+    } else {
+        let env = Env {
+            kind: Kind::Net,
+            transport: remote.clone(),
+            counters: counters.clone(),
+            sleep: Arc::new(spindle_sleep),
+        };
+        rt.block_on(move || spindle::task::block_on(case(env)));
+    }
+    // The server drops a cancelled handler when the reset reaches it.
+    for _ in 0..10_000 {
+        let stats = serving.stats();
+        if stats.calls == 0
+            && channel.live_calls() == 0
+            && counters.live_handlers.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && remote.in_flight() == 0
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(remote.in_flight(), 0, "client calls left in flight");
+    assert_eq!(serving.stats().calls, 0, "server calls left alive");
+    assert_eq!(channel.live_calls(), 0, "calls left alive on the channel");
+    check_no_leaks(&counters);
+    drop(remote);
+    let report = serving.shutdown(Duration::from_secs(5));
+    assert_eq!(report.dropped_connections, 0);
 }
 
 pub fn check_no_leaks(counters: &Counters) {

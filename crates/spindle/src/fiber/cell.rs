@@ -69,6 +69,8 @@ pub(crate) struct Header {
     pub(crate) waiting_on: Cell<&'static str>,
     /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
     pub(crate) waker: Cell<Option<std::task::Waker>>,
+    /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
+    pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
     /// Park state (module `sync_word`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
@@ -103,6 +105,7 @@ impl Header {
             waiting_on: Cell::new("not started"),
             san: super::sanitizer::Context::default(),
             waker: Cell::new(None),
+            locals: std::cell::RefCell::new(Vec::new()),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
             join: JoinWord::new(),
@@ -182,6 +185,8 @@ impl Drop for Header {
                 self.display_name()
             ));
             std::mem::forget(stack);
+            // Its fiber-locals belong to its thread and may not be `Send`: leak them too.
+            std::mem::forget(std::mem::take(self.locals.get_mut()));
         }
     }
 }
@@ -252,8 +257,17 @@ where
         let State::Pending(f) = std::mem::replace(state, State::Running) else {
             unreachable!("fiber stage run twice");
         };
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         super::cancel::end();
+        // Fiber-locals are dropped on the fiber, before completion is published.
+        if !header.locals.borrow().is_empty() {
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                super::local::drop_all(&header.locals)
+            }));
+            if let (Ok(_), Err(payload)) = (&result, dropped) {
+                result = Err(payload);
+            }
+        }
         // SAFETY: as above; `state` is not used past this point, so re-borrow.
         unsafe { *self.state.get() = State::Done(result) };
         header.complete();

@@ -8,7 +8,8 @@
 //!
 //! Soundness rules (see `docs/ARCHITECTURE.md`):
 //! - A fiber never changes thread once it has started, so thread-locals and `!Send` values
-//!   on its stack stay on their thread.
+//!   on its stack stay on their thread. Thread-locals belong to the worker, shared by all its
+//!   fibers; per-fiber state goes in [`fiber_local!`](crate::fiber_local) statics.
 //! - Every stack has a guard page; an overflow aborts with a message naming the fiber.
 //! - A panic is caught at the fiber's entry and handed to [`JoinHandle::join`]; it never
 //!   unwinds across a context switch.
@@ -16,6 +17,8 @@
 pub(crate) mod arch;
 pub(crate) mod cancel;
 pub(crate) mod cell;
+mod local;
+mod no_park;
 pub(crate) mod overflow;
 pub(crate) mod sanitizer;
 pub(crate) mod stack;
@@ -31,6 +34,9 @@ use std::thread;
 
 pub use cell::Cancelled;
 use cell::{FiberCell, FiberRef, Output, StageImpl};
+pub use local::FiberLocal;
+pub(crate) use no_park::check as check_no_park;
+pub use no_park::{no_park, NoPark};
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::sched::caller::{blocking_caller, Caller};
@@ -196,7 +202,12 @@ impl Builder {
         let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
         Ok((
             cell,
-            JoinHandle { cell: output, registered: std::cell::Cell::new(false), _not_sync: PhantomData },
+            JoinHandle {
+                cell: output,
+                registered: std::cell::Cell::new(false),
+                forward: None,
+                _not_sync: PhantomData,
+            },
         ))
     }
 }
@@ -282,7 +293,71 @@ pub struct JoinHandle<T> {
     cell: Arc<FiberCell<dyn Output<T>>>,
     /// The join slot takes one waiter, once: set when `wait_until` registered the caller.
     registered: std::cell::Cell<bool>,
+    /// Set when a poll registered: the join slot's waiter, which wakes the latest poller.
+    forward: Option<Arc<ForwardWake>>,
     _not_sync: PhantomData<*const ()>,
+}
+
+/// The join slot's waiter for a handle that is awaited: the slot takes one waiter for good,
+/// while each poll may bring another waker, so the slot wakes this, which wakes the latest.
+#[derive(Default)]
+struct ForwardWake(std::sync::Mutex<Option<std::task::Waker>>);
+
+impl std::task::Wake for ForwardWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waker = crate::sync::lock(&self.0).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// Awaiting a fiber's handle (from an async task, or in `select!`) gives what
+/// [`JoinHandle::join`] gives, without blocking the worker.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// let fiber = rt.spawn(|| 6 * 7);
+/// let task = rt.spawn_async(async move { fiber.await.unwrap() });
+/// assert_eq!(task.join().unwrap(), 42);
+/// ```
+impl<T> std::future::Future for JoinHandle<T> {
+    type Output = thread::Result<T>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.get_mut();
+        let header = &this.cell.header;
+        if !header.is_complete() {
+            match &this.forward {
+                Some(forward) => *crate::sync::lock(&forward.0) = Some(cx.waker().clone()),
+                None => {
+                    assert!(
+                        !this.registered.get(),
+                        "a fiber JoinHandle that a blocking call waited on cannot then be awaited"
+                    );
+                    let forward = Arc::new(ForwardWake(std::sync::Mutex::new(Some(cx.waker().clone()))));
+                    let waker = std::task::Waker::from(forward.clone());
+                    this.registered.set(true);
+                    this.forward = Some(forward);
+                    if header.set_join_waiter(Waiter::Task(waker)) {
+                        return std::task::Poll::Pending;
+                    }
+                }
+            }
+            // Completion may have come before the waker was stored: check again.
+            if !header.is_complete() {
+                return std::task::Poll::Pending;
+            }
+        }
+        std::task::Poll::Ready(this.cell.stage.take())
+    }
 }
 
 // SAFETY: the handle only reaches the result through the join protocol (module `cell`,
@@ -303,12 +378,43 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> thread::Result<T> {
         blocking_caller("join");
         let header = &self.cell.header;
+        assert!(self.forward.is_none(), "a fiber JoinHandle that was polled as a future must be awaited");
         if !header.is_complete() && (self.registered.get() || header.set_join_waiter(Waiter::current())) {
             while !header.is_complete() {
                 crate::sync::waiter::park_on("join");
             }
         }
         self.cell.stage.take()
+    }
+
+    /// Waits at most `timeout` for the fiber: `Ok` with what [`join`](Self::join) gives, or,
+    /// if it is still running, `Err` with the handle back (to join or cancel later). The
+    /// caller becomes the fiber's joiner: join it later from the same fiber or thread.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// rt.block_on(|| {
+    ///     let slow = spindle::spawn(|| spindle::time::sleep(Duration::from_millis(50)));
+    ///     let slow = slow.join_timeout(Duration::from_millis(1)).unwrap_err();
+    ///     slow.join().unwrap();
+    /// });
+    /// ```
+    pub fn join_timeout(self, timeout: std::time::Duration) -> Result<thread::Result<T>, JoinHandle<T>> {
+        match crate::sync::wait::deadline_in(timeout) {
+            Some(deadline) => self.join_deadline(deadline),
+            None => Ok(self.join()),
+        }
+    }
+
+    /// Waits until `deadline` at the latest for the fiber; see [`join_timeout`](Self::join_timeout).
+    pub fn join_deadline(self, deadline: std::time::Instant) -> Result<thread::Result<T>, JoinHandle<T>> {
+        assert!(self.forward.is_none(), "a fiber JoinHandle that was polled as a future must be awaited");
+        if self.wait_until(deadline) {
+            Ok(self.cell.stage.take())
+        } else {
+            Err(self)
+        }
     }
 
     /// Cancels the fiber: it unwinds (running destructors) with a [`Cancelled`] payload at its
@@ -436,6 +542,7 @@ pub fn park() {
 /// Lets the other runnable fibers of this worker run; the caller goes to the back of the
 /// queue. Returns at once when nothing else is runnable. Outside a fiber, yields the thread.
 pub fn yield_now() {
+    check_no_park("yield_now");
     match worker::current() {
         Some(worker) => worker.yield_fiber(),
         None => thread::yield_now(),

@@ -38,7 +38,7 @@ pub(crate) fn blocking_caller(call: &str) -> Caller {
 
 /// The async counterpart of a blocking-style call, for the panic message.
 fn async_alternative(call: &str) -> &'static str {
-    match call {
+    match call.trim_end_matches(" (with timeout)") {
         "sleep" => "`spindle::time::sleep_future(duration).await` (or `sleep_until_future`)",
         "socket read" | "socket write" => {
             "the socket's async I/O: `futures::AsyncReadExt::read` / `AsyncWriteExt::write_all` \
@@ -47,6 +47,7 @@ fn async_alternative(call: &str) -> &'static str {
         "join" | "join (with timeout)" | "task join" | "spawn_blocking join" => {
             "`handle.await` (join handles are futures), with `spindle::time::timeout` for a deadline"
         }
+        "select!" => "`spindle::select_async!` (the same branches, awaited)",
         "timeout_fiber" => "`spindle::time::timeout(duration, future).await`",
         "DNS lookup" => {
             "`Resolver::lookup_async(host).await` or `spindle::net::lookup_host_async(addr).await`"
@@ -55,9 +56,13 @@ fn async_alternative(call: &str) -> &'static str {
         "shutdown" | "shutdown drain" => "`ShutdownToken::triggered().await`",
         "tokio bridge wait" => "`.await` on the `Bridged` future (`spindle::compat::spawn(future).await`)",
         "block_on (future pending)" => "`.await` on the future itself",
-        "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group" => {
-            "an async primitive (e.g. the `futures::channel` or `futures::lock` types), or move the \
-             blocking code into a fiber (`spindle::spawn`)"
+        "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group"
+        | "semaphore acquire" | "rwlock read" | "rwlock write" | "notify" | "barrier" | "broadcast recv"
+        | "watch changed" | "condvar" => {
+            "the primitive's async form (`recv_async`, `send_async`, `.await` on a oneshot receiver, \
+             `lock_async`, `read_async`/`write_async`, `acquire_async`, `notified`, `wait_async`, \
+             `changed_async`; `spindle::select_async!`), or move the blocking code into a fiber \
+             (`spindle::spawn`)"
         }
         _ => "a future and `.await`, or move the blocking code into a fiber (`spindle::spawn`)",
     }

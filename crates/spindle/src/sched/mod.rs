@@ -18,6 +18,7 @@
 //! suspension point (an endless computation) keeps the drop from returning, as a thread that
 //! never ends keeps `join` from returning.
 
+pub(crate) mod block_on;
 pub(crate) mod caller;
 pub(crate) mod handle;
 pub(crate) mod idle;
@@ -34,6 +35,7 @@ use crate::fiber::cell::FiberRef;
 use crate::fiber::stack::normalize_size;
 use crate::fiber::{self, JoinHandle};
 use crate::task::TaskRef;
+pub use block_on::BlockOn;
 pub use handle::{Handle, RuntimeClosed};
 use worker::{Worker, WorkerShared};
 
@@ -399,26 +401,32 @@ impl Runtime {
         Builder::new().build()
     }
 
-    /// Runs `f` as a fiber on this runtime and blocks the calling thread until it returns,
-    /// then returns its result. A panic in `f` resumes on the caller.
+    /// Runs `body` on this runtime and blocks the calling thread until it is done, then returns
+    /// its result. `body` is a closure (run as a fiber, in blocking style) or a future (polled
+    /// in a fiber, so it may also call blocking-style code); see [`BlockOn`]. A panic in it
+    /// resumes on the caller.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(|| 1 + 1), 2);
+    /// assert_eq!(rt.block_on(async { spindle::task::yield_now().await; 3 }), 3);
+    /// ```
     ///
     /// # Panics
     ///
     /// When called from a fiber of this same runtime (that would block the worker the fiber
     /// waits for): spawn and join instead.
-    pub fn block_on<F, T>(&self, f: F) -> T
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
+    pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         if let Some(worker) = worker::current() {
             assert!(
                 worker.shared.runtime_id != self.shared.id,
                 "Runtime::block_on called from a fiber of the same runtime; spawn a fiber and join it instead"
             );
         }
-        let handle =
-            fiber::Builder::new().name("block_on").spawn_on(self, f).expect("spawn the block_on fiber");
+        let handle = fiber::Builder::new()
+            .name("block_on")
+            .spawn_on(self, move || body.run())
+            .expect("spawn the block_on fiber");
         match handle.join() {
             Ok(value) => value,
             Err(payload) => std::panic::resume_unwind(payload),

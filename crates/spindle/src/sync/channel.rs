@@ -19,17 +19,17 @@ use std::sync::{Arc, Mutex};
 use super::lock;
 use super::waiter::{self, WaitList, WaitNode};
 
-struct State<T> {
-    queue: VecDeque<T>,
-    cap: Option<usize>,
+pub(super) struct State<T> {
+    pub(super) queue: VecDeque<T>,
+    pub(super) cap: Option<usize>,
     senders: usize,
     receivers: usize,
-    recv_waiters: WaitList,
-    send_waiters: WaitList,
+    pub(super) recv_waiters: WaitList,
+    pub(super) send_waiters: WaitList,
 }
 
-struct Chan<T> {
-    state: Mutex<State<T>>,
+pub(super) struct Chan<T> {
+    pub(super) state: Mutex<State<T>>,
 }
 
 /// Creates a bounded channel holding at most `cap` values: `send` waits while it is full.
@@ -63,12 +63,12 @@ fn new<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
 
 /// The sending half; clone it for more producers.
 pub struct Sender<T> {
-    chan: Arc<Chan<T>>,
+    pub(super) chan: Arc<Chan<T>>,
 }
 
 /// The receiving half; clone it for more consumers (each value goes to one of them).
 pub struct Receiver<T> {
-    chan: Arc<Chan<T>>,
+    pub(super) chan: Arc<Chan<T>>,
 }
 
 /// `send` failed because every receiver is gone; the value is given back.
@@ -199,7 +199,7 @@ impl<T> Receiver<T> {
 }
 
 impl<T> State<T> {
-    fn try_push(&mut self, value: T) -> Result<Option<Arc<WaitNode>>, TrySendError<T>> {
+    pub(super) fn try_push(&mut self, value: T) -> Result<Option<Arc<WaitNode>>, TrySendError<T>> {
         if self.receivers == 0 {
             return Err(TrySendError::Disconnected(value));
         }
@@ -210,7 +210,7 @@ impl<T> State<T> {
         Ok(self.recv_waiters.pop())
     }
 
-    fn try_pop(&mut self) -> Result<(T, Option<Arc<WaitNode>>), TryRecvError> {
+    pub(super) fn try_pop(&mut self) -> Result<(T, Option<Arc<WaitNode>>), TryRecvError> {
         match self.queue.pop_front() {
             Some(value) => Ok((value, self.send_waiters.pop())),
             None if self.senders == 0 => Err(TryRecvError::Disconnected),

@@ -1,19 +1,36 @@
-//! Synchronisation for fibers: channels, oneshot, a mutex and a wait group.
+//! Synchronisation for fibers and tasks: channels (mpmc, oneshot, broadcast, watch), `select!`,
+//! Mutex, RwLock, Condvar, Semaphore, Notify, Barrier and WaitGroup.
 //!
 //! Every primitive works from fibers and from plain threads alike: a fiber that waits parks
 //! (its worker runs other fibers meanwhile), a thread that waits blocks. A closed channel or a
 //! dropped peer is reported as an error, never as a hang.
 
+mod barrier;
+pub mod broadcast;
 pub mod channel;
+mod channel_wait;
+mod condvar;
 pub mod mutex;
+mod notify;
 pub mod oneshot;
+mod rwlock;
+pub mod select;
+mod semaphore;
+pub(crate) mod wait;
 pub(crate) mod waiter;
 pub mod waitgroup;
 pub(crate) mod waker_set;
+pub mod watch;
 
+pub use barrier::{Barrier, BarrierWaitResult};
 pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
-pub use mutex::{Mutex, MutexGuard};
+pub use channel_wait::{RecvFuture, RecvTimeoutError, SendFuture, SendTimeoutError};
+pub use condvar::{Condvar, WaitTimeoutResult};
+pub use mutex::{LockFuture, Mutex, MutexGuard};
+pub use notify::Notify;
 pub use oneshot::oneshot;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;
 
 /// Locks a std mutex, ignoring poisoning: the primitives here keep their state consistent at

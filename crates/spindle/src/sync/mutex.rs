@@ -25,7 +25,12 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use super::lock;
+use super::wait::{deadline_in, Wait};
 use super::waiter::{self, WaitList, WaitNode};
 
 /// A fiber-aware mutex protecting a `T`.
@@ -44,7 +49,7 @@ unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 
 /// Exclusive access to the value of a [`Mutex`]; unlocks on drop.
 pub struct MutexGuard<'a, T: ?Sized> {
-    mutex: &'a Mutex<T>,
+    pub(super) mutex: &'a Mutex<T>,
 }
 
 // SAFETY: a guard only gives &T to other threads when shared, which needs T: Sync.
@@ -73,6 +78,68 @@ impl<T: ?Sized> Mutex<T> {
         }
         self.lock_slow();
         MutexGuard { mutex: self }
+    }
+
+    /// Locks the mutex, waiting at most `timeout`; `None` if it stayed locked that long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = spindle::sync::Mutex::new(1);
+    /// let held = m.lock();
+    /// assert!(m.lock_timeout(Duration::from_millis(5)).is_none());
+    /// drop(held);
+    /// assert_eq!(*m.lock_timeout(Duration::from_millis(5)).unwrap(), 1);
+    /// ```
+    pub fn lock_timeout(&self, timeout: std::time::Duration) -> Option<MutexGuard<'_, T>> {
+        self.lock_until(deadline_in(timeout))
+    }
+
+    /// Locks the mutex, waiting until `deadline` at the latest.
+    pub fn lock_deadline(&self, deadline: std::time::Instant) -> Option<MutexGuard<'_, T>> {
+        self.lock_until(Some(deadline))
+    }
+
+    fn lock_until(&self, deadline: Option<std::time::Instant>) -> Option<MutexGuard<'_, T>> {
+        if self.try_acquire() {
+            return Some(MutexGuard { mutex: self });
+        }
+        let mut counted = Counted { waiters: &self.waiters, counted: false };
+        let mut wait = Wait::new(&self.queue, |q| q, |q| q.pop().into_iter().collect());
+        let got = wait.block(deadline, "mutex lock (with timeout)", |_, _| {
+            counted.count(); // before the retry, under the internal lock (module doc)
+            self.try_acquire().then_some(())
+        });
+        drop(wait);
+        drop(counted);
+        got.map(|()| MutexGuard { mutex: self })
+    }
+
+    /// Locks the mutex from async code without blocking the worker: a future of the guard.
+    /// The guard may be held across `.await`s (it is `Send` when `T` is).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let m = Arc::new(spindle::sync::Mutex::new(0));
+    /// let handles: Vec<_> = (0..4)
+    ///     .map(|_| {
+    ///         let m = m.clone();
+    ///         rt.spawn_async(async move {
+    ///             let mut g = m.lock_async().await;
+    ///             spindle::task::yield_now().await;
+    ///             *g += 1;
+    ///         })
+    ///     })
+    ///     .collect();
+    /// handles.into_iter().for_each(|h| h.join().unwrap());
+    /// assert_eq!(*m.lock(), 4);
+    /// ```
+    pub fn lock_async(&self) -> LockFuture<'_, T> {
+        LockFuture {
+            mutex: self,
+            wait: Wait::new(&self.queue, |q| q, |q| q.pop().into_iter().collect()),
+            counted: Counted { waiters: &self.waiters, counted: false },
+        }
     }
 
     /// Locks the mutex if it is free.
@@ -108,7 +175,7 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
-    fn unlock(&self) {
+    pub(super) fn unlock(&self) {
         self.locked.store(false, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let next = lock(&self.queue).pop();
@@ -116,6 +183,69 @@ impl<T: ?Sized> Mutex<T> {
                 waiter::wake(next);
             }
         }
+    }
+}
+
+/// A waiter's place in the `waiters` count: counted from its first slow-path round to its
+/// way out.
+struct Counted<'a> {
+    waiters: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl Counted<'_> {
+    fn count(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The future of [`Mutex::lock_async`]. Dropping it before it completes leaves the queue
+/// (passing on a wake-up it received).
+#[must_use = "futures do nothing unless polled"]
+pub struct LockFuture<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    wait: Wait<'a, WaitList>,
+    counted: Counted<'a>,
+}
+
+impl<'a, T: ?Sized> Future for LockFuture<'a, T> {
+    type Output = MutexGuard<'a, T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<MutexGuard<'a, T>> {
+        let this = self.get_mut();
+        let mutex = this.mutex;
+        // The fast path only before queueing: a queued node must leave the list on success.
+        if this.wait.is_fresh() && mutex.try_acquire() {
+            return Poll::Ready(MutexGuard { mutex });
+        }
+        let counted = &mut this.counted;
+        let got = this.wait.poll(cx, |_, _| {
+            counted.count();
+            mutex.try_acquire().then_some(())
+        });
+        got.map(|()| {
+            if std::mem::take(&mut this.counted.counted) {
+                mutex.waiters.fetch_sub(1, Ordering::SeqCst);
+            }
+            MutexGuard { mutex }
+        })
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for LockFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockFuture").finish_non_exhaustive()
     }
 }
 

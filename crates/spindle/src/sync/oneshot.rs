@@ -6,7 +6,14 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::channel_wait::RecvTimeoutError;
 use super::lock;
+use super::wait::deadline_in;
 use super::waiter::{self, Waiter};
 
 pub use super::channel::{RecvError, TryRecvError};
@@ -76,6 +83,45 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// Waits at most `timeout` for the value.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spindle::sync::{oneshot, RecvTimeoutError};
+    /// let (tx, rx) = oneshot::<u8>();
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Timeout));
+    /// tx.send(7).unwrap();
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Ok(7));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(deadline_in(timeout))
+    }
+
+    /// Waits until `deadline` at the latest for the value.
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        loop {
+            let mut state = lock(&self.shared);
+            if let Some(value) = state.value.take() {
+                state.waiter = None;
+                return Ok(value);
+            }
+            if !state.sender_alive {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                state.waiter = None;
+                return Err(RecvTimeoutError::Timeout);
+            }
+            state.waiter = Some(Waiter::current());
+            drop(state);
+            waiter::park_until(deadline, "oneshot recv (with timeout)");
+        }
+    }
+
     /// Takes the value if it was sent.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         let mut state = lock(&self.shared);
@@ -84,6 +130,35 @@ impl<T> Receiver<T> {
             None if state.sender_alive => Err(TryRecvError::Empty),
             None => Err(TryRecvError::Disconnected),
         }
+    }
+}
+
+/// Awaiting the receiver gives the value (`Err` if the sender was dropped without sending),
+/// as tokio's oneshot does.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// let (tx, rx) = spindle::sync::oneshot();
+/// let h = rt.spawn_async(async move { rx.await });
+/// tx.send("done").unwrap();
+/// assert_eq!(h.join().unwrap(), Ok("done"));
+/// ```
+impl<T> Future for Receiver<T> {
+    type Output = Result<T, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = lock(&self.shared);
+        if let Some(value) = state.value.take() {
+            state.waiter = None;
+            return Poll::Ready(Ok(value));
+        }
+        if !state.sender_alive {
+            return Poll::Ready(Err(RecvError));
+        }
+        if !state.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            state.waiter = Some(Waiter::Task(cx.waker().clone()));
+        }
+        Poll::Pending
     }
 }
 

@@ -15,17 +15,22 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::thread::{self, Thread};
+use std::time::Instant;
 
 use crate::fiber::cell::FiberRef;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
+use crate::sched::worker::TimerHandle;
 
-/// A parked fiber or thread that can be woken.
+/// A parked fiber or thread that can be woken, or the waker of a pending future.
 #[derive(Debug)]
 pub(crate) enum Waiter {
     Fiber(FiberRef),
     Thread(Thread),
+    /// A future's waker (an async task, or a fiber in `block_on`/`select!`).
+    Task(Waker),
 }
 
 impl Waiter {
@@ -45,7 +50,13 @@ impl Waiter {
         match self {
             Waiter::Fiber(fiber) => worker::unpark(fiber),
             Waiter::Thread(thread) => thread.unpark(),
+            Waiter::Task(waker) => waker.wake_by_ref(),
         }
+    }
+
+    /// Whether waking `self` wakes the task behind `waker` (so a re-poll need not requeue).
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        matches!(self, Waiter::Task(w) if w.will_wake(waker))
     }
 }
 
@@ -61,9 +72,40 @@ pub(crate) fn park() {
 /// In an async task on a spindle worker (see `sched::caller`), naming the async alternative.
 #[track_caller]
 pub(crate) fn park_on(reason: &'static str) {
+    crate::fiber::check_no_park(reason);
     match blocking_caller(reason) {
         Caller::Fiber(worker) => worker.park_fiber(reason),
         Caller::Thread => thread::park(),
+    }
+}
+
+/// Like [`park_on`], but returns by `deadline` at the latest (`None`: no deadline). A fiber
+/// arms a timer on its worker's wheel for the park (cancelled on every way out); a thread uses
+/// `std::thread::park_timeout`. May return spuriously: callers re-check their condition and
+/// the clock.
+#[track_caller]
+pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
+    let Some(deadline) = deadline else { return park_on(reason) };
+    crate::fiber::check_no_park(reason);
+    let caller = blocking_caller(reason);
+    let now = Instant::now();
+    if now >= deadline {
+        return;
+    }
+    match caller {
+        Caller::Fiber(w) => {
+            struct CancelTimer(TimerHandle);
+            impl Drop for CancelTimer {
+                fn drop(&mut self) {
+                    if let Some(w) = worker::current() {
+                        w.cancel_timer(self.0);
+                    }
+                }
+            }
+            let _timer = CancelTimer(w.add_timer(deadline, w.current_waker()));
+            w.park_fiber(reason);
+        }
+        Caller::Thread => thread::park_timeout(deadline - now),
     }
 }
 
@@ -79,6 +121,16 @@ impl WaitNode {
     /// A node for the caller (the running fiber, else the current thread), not queued.
     pub(crate) fn new() -> Arc<WaitNode> {
         Arc::new(WaitNode { waiter: Waiter::current(), queued: AtomicBool::new(false) })
+    }
+
+    /// A node for the task behind `waker`, not queued.
+    pub(crate) fn for_waker(waker: &Waker) -> Arc<WaitNode> {
+        Arc::new(WaitNode { waiter: Waiter::Task(waker.clone()), queued: AtomicBool::new(false) })
+    }
+
+    /// Whether waking this node wakes the task behind `waker`.
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        self.waiter.will_wake(waker)
     }
 
     /// Whether the node is in its list (read under the list's lock).
@@ -104,6 +156,11 @@ impl WaitList {
             node.queued.store(true, Ordering::Relaxed);
             self.nodes.push_back(node.clone());
         }
+    }
+
+    /// Whether no waiter is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 
     /// Removes the oldest waiter and returns it for waking (wake it after unlocking).

@@ -6,7 +6,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use std::future::Future;
+
 use super::lock;
+use super::wait::{deadline_in, pass_none, Wait};
 use super::waiter::{self, WaitList, WaitNode};
 
 /// A counter that `wait` blocks on until it is zero. Clones share the counter.
@@ -76,6 +79,46 @@ impl WaitGroup {
             drop(inner);
             waiter::park_on("wait group");
         }
+    }
+
+    /// Waits at most `timeout` for the count to reach zero; true if it did.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let wg = spindle::sync::WaitGroup::new();
+    /// wg.add(1);
+    /// assert!(!wg.wait_timeout(Duration::from_millis(5)));
+    /// wg.done();
+    /// assert!(wg.wait_timeout(Duration::from_millis(5)));
+    /// ```
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
+        self.wait_until(deadline_in(timeout))
+    }
+
+    /// Waits until `deadline` at the latest for the count to reach zero; true if it did.
+    pub fn wait_deadline(&self, deadline: std::time::Instant) -> bool {
+        self.wait_until(Some(deadline))
+    }
+
+    fn wait_until(&self, deadline: Option<std::time::Instant>) -> bool {
+        let mut wait = Wait::new(&self.inner, |i| &mut i.waiters, pass_none);
+        wait.block(deadline, "wait group (with timeout)", |i, _| (i.count == 0).then_some(())).is_some()
+    }
+
+    /// Waits from async code: a future that completes when the count is zero.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let wg = spindle::sync::WaitGroup::new();
+    /// wg.add(1);
+    /// let w = wg.clone();
+    /// let h = rt.spawn_async(async move { w.wait_async().await });
+    /// wg.done();
+    /// h.join().unwrap();
+    /// ```
+    pub fn wait_async(&self) -> impl Future<Output = ()> + Send + '_ {
+        let mut wait = Wait::new(&self.inner, |i| &mut i.waiters, pass_none);
+        std::future::poll_fn(move |cx| wait.poll(cx, |i, _| (i.count == 0).then_some(())))
     }
 
     /// The current count.

@@ -2,7 +2,7 @@
 //! served by tonic and called by tonic's generated client over one of several transports.
 //!
 //! ```text
-//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp
 //!          [--runtime current|multi] [--workers N] [--quick] [--case NAME]
 //! ```
 //!
@@ -18,6 +18,10 @@
 //! * `spindle-grpc-mt`: the same on a runtime with a worker per core (like Go's default
 //!   GOMAXPROCS); the concurrent callers, spawned as tasks, spread over the workers by work
 //!   stealing, and each call runs its handler on its caller's worker.
+//! * `spindle-grpc-tcp`: spindle-grpc's network `Server` on `127.0.0.1:0` and a
+//!   `RemoteChannel` over loopback (HTTP/2 by hyper on spindle sockets, one connection), on a
+//!   one-worker spindle runtime that runs server, client and callers (the single-core
+//!   comparable of tonic-tcp on current_thread); `--workers N` gives it N workers.
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
 //! client's transport ([`Transport`]) and over the async runtime that spawns the concurrent
@@ -256,6 +260,18 @@ fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
     BenchClient::new(
         spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)),
     )
+}
+
+/// spindle-grpc-tcp: spindle-grpc's network server on 127.0.0.1:0 (TCP_NODELAY) and a
+/// RemoteChannel connected to it over loopback. Called in a fiber on the runtime.
+fn spindle_grpc_tcp() -> Result<BenchClient<spindle_grpc::RemoteChannel>> {
+    let channel = spindle_grpc::Channel::new().add_service(BenchServer::new(Echo));
+    let listener = spindle::net::TcpListener::bind("127.0.0.1:0")?;
+    // Serves until the process exits (dropping `Serving` does not stop it).
+    let serving = spindle_grpc::Server::new(channel).serve_tcp(listener)?;
+    let addr = serving.local_addr().ok_or("no TCP address")?;
+    let endpoint = spindle_grpc::Endpoint::new(format!("http://{addr}"))?;
+    Ok(BenchClient::new(spindle::task::block_on(endpoint.connect())?))
 }
 
 /// Runs `suite` as a task on a spindle runtime (one worker for `spindle-grpc`, the single-core
@@ -557,7 +573,7 @@ async fn run_suite<S: Spawn, T: Transport>(
 // ---------------------------------------------------------------------------------------
 
 const USAGE: &str =
-    "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt \
+    "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp \
                      [--runtime current|multi] [--workers N] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[
@@ -634,10 +650,10 @@ fn main() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = match competitor.as_str() {
-        "spindle-grpc" => workers.unwrap_or(1),
+        "spindle-grpc" | "spindle-grpc-tcp" => workers.unwrap_or(1),
         "spindle-grpc-mt" => workers.unwrap_or(cores),
         _ if workers.is_some() => {
-            eprintln!("--workers applies to spindle-grpc and spindle-grpc-mt only\n{USAGE}");
+            eprintln!("--workers applies to the spindle-grpc competitors only\n{USAGE}");
             std::process::exit(2);
         }
         _ => 0,
@@ -658,6 +674,11 @@ fn main() {
         "spindle-grpc" | "spindle-grpc-mt" => (|| {
             let rt = spindle::Builder::new().worker_threads(workers).build()?;
             let client = spindle_grpc(&rt);
+            on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
+        })(),
+        "spindle-grpc-tcp" => (|| {
+            let rt = spindle::Builder::new().worker_threads(workers).build()?;
+            let client = rt.block_on(spindle_grpc_tcp)?;
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),
         other => {

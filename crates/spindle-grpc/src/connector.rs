@@ -1,0 +1,320 @@
+//! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
+//! (TCP or Unix, then the HTTP/2 handshake), publishes the connection, runs hyper's
+//! dispatcher as a task until the connection ends, and reconnects.
+//!
+//! # Invariants
+//!
+//! - **The manager never keeps the channel alive.** It holds a `Weak` to the channel's state
+//!   and upgrades it only to publish a state; once every channel and call is gone it stops
+//!   (the connection ends when its last `SendRequest`, held in the state, is dropped).
+//! - **States.** `Connecting` while an attempt runs; `Ready` while the connection lives;
+//!   `Down` after a failed attempt until the retry (after the backoff, which doubles up to
+//!   the endpoint's maximum and restarts after a success); `Idle` after a connection ended,
+//!   until a call wants one (reconnecting only on demand, as gRPC's channels do).
+//! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
+//!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
+
+use std::future::Future as _;
+use std::io;
+use std::net::ToSocketAddrs;
+use std::sync::Weak;
+use std::task::Poll;
+use std::time::Duration;
+
+use tonic::body::Body;
+
+use crate::client::{Endpoint, Shared, Target};
+
+/// The sending side of a live connection (cloned per call).
+pub(crate) type Sender = hyper::client::conn::http2::SendRequest<Body>;
+
+/// The connection's state, as calls read it (module docs).
+pub(crate) enum ConnState {
+    Idle,
+    Connecting,
+    Ready(Sender),
+    Down { error: String },
+}
+
+/// Sets the state `Down` when the manager stops (module docs).
+struct DownOnExit(Weak<Shared>);
+
+impl Drop for DownOnExit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.set_state(ConnState::Down {
+                error: "the connection manager stopped (runtime shut down?)".into(),
+            });
+        }
+    }
+}
+
+/// The manager fiber's body.
+pub(crate) fn manage(weak: Weak<Shared>) {
+    let _down = DownOnExit(weak.clone());
+    let Some((endpoint, server_streams)) =
+        weak.upgrade().map(|s| (s.endpoint.clone(), s.server_streams.clone()))
+    else {
+        return;
+    };
+    let mut backoff = endpoint.backoff_initial;
+    loop {
+        match connect_once(&endpoint) {
+            Ok((sender, conn)) => {
+                server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Ready(sender));
+                drop(shared);
+                backoff = endpoint.backoff_initial;
+                let mut conn = conn;
+                let streams = server_streams.clone();
+                // hyper's dispatcher runs as a task (cheaper to wake per call than a fiber);
+                // the manager fiber waits for its end.
+                let run = std::future::poll_fn(move |cx| {
+                    conn.watch().register(cx.waker());
+                    let poll = std::pin::Pin::new(&mut conn).poll(cx);
+                    streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                    poll
+                });
+                match spindle::task::spawn_async(crate::exec::Deferred::new(run)).join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
+                    Err(_) => {
+                        log::warn!("spindle-grpc: the connection task to {:?} panicked", endpoint.target)
+                    }
+                }
+                server_streams.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Idle);
+                drop(shared);
+                // Reconnect when a call wants a connection.
+                let wanted = spindle::task::block_on(std::future::poll_fn(|cx| match weak.upgrade() {
+                    None => Poll::Ready(false),
+                    Some(shared) => shared.poll_wanted(cx).map(|()| true),
+                }));
+                if !wanted {
+                    return;
+                }
+            }
+            Err(e) => {
+                log::debug!("spindle-grpc: connecting to {:?} failed: {e}", endpoint.target);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.set_state(ConnState::Down {
+                    error: format!("connecting to {:?}: {e}", endpoint.target),
+                });
+                drop(shared);
+                spindle::time::sleep(backoff);
+                backoff = (backoff * 2).min(endpoint.backoff_max);
+            }
+        }
+        let Some(shared) = weak.upgrade() else { return };
+        shared.set_state(ConnState::Connecting);
+    }
+}
+
+/// Waits (up to the connect timeout) for the server's first bytes, its SETTINGS, so that the
+/// connection is published with the server's stream limit known: calls sent before it would
+/// open streams past a small limit and be refused. A peer that sends nothing is no HTTP/2
+/// server: the attempt fails.
+fn wait_for_settings(conn: &Driver, deadline: std::time::Instant) -> io::Result<()> {
+    let watch = conn.watch();
+    let wait = std::future::poll_fn(|cx| {
+        watch.register(cx.waker());
+        if watch.reads.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if spindle::task::block_on(spindle::time::timeout(left, wait)).is_err() {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, "the server sent no HTTP/2 SETTINGS in time"));
+    }
+    // The read woke us before hyper's connection task applied what it read: let it run.
+    spindle::task::block_on(spindle::task::yield_now());
+    Ok(())
+}
+
+type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, crate::exec::Executor>;
+
+/// Wakes the manager after the first reads of a connection, so that it publishes the
+/// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (which hyper reads on another task) soon after
+/// it arrives, not only at the next call.
+#[derive(Default)]
+struct Watch {
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Reads completed so far (counted up to the first few).
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Watch {
+    fn register(&self, waker: &std::task::Waker) {
+        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// A connection's socket, waking the manager after each of its first reads ([`Watch`]).
+struct Watched<I> {
+    io: I,
+    reads_left: u8,
+    watch: std::sync::Arc<Watch>,
+}
+
+impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for Watched<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let poll = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
+        if self.reads_left > 0 && poll.is_ready() {
+            self.reads_left -= 1;
+            self.watch.reads.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.watch.wake();
+        }
+        poll
+    }
+}
+
+impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for Watched<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A connection's driver, whatever its socket.
+enum Driver {
+    Tcp(Connection<spindle::net::TcpStream>, std::sync::Arc<Watch>),
+    Unix(Connection<spindle::net::UnixStream>, std::sync::Arc<Watch>),
+}
+
+impl Driver {
+    fn watch(&self) -> &Watch {
+        match self {
+            Driver::Tcp(_, w) | Driver::Unix(_, w) => w,
+        }
+    }
+
+    fn max_send_streams(&self) -> usize {
+        match self {
+            Driver::Tcp(c, _) => c.current_max_send_streams(),
+            Driver::Unix(c, _) => c.current_max_send_streams(),
+        }
+    }
+}
+
+impl std::future::Future for Driver {
+    type Output = hyper::Result<()>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<hyper::Result<()>> {
+        match self.get_mut() {
+            Driver::Tcp(c, _) => std::pin::Pin::new(c).poll(cx),
+            Driver::Unix(c, _) => std::pin::Pin::new(c).poll(cx),
+        }
+    }
+}
+
+/// One attempt: the socket, then the HTTP/2 handshake, within the connect timeout.
+fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
+    let deadline = std::time::Instant::now() + endpoint.connect_timeout;
+    match &endpoint.target {
+        Target::Tcp(addr) => {
+            let mut last = None;
+            for addr in addr.to_socket_addrs()? {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match spindle::net::TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1))) {
+                    Ok(stream) => {
+                        if endpoint.nodelay {
+                            stream.set_nodelay(true)?;
+                        }
+                        let watch = std::sync::Arc::new(Watch::default());
+                        let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
+                        let driver = Driver::Tcp(conn, watch);
+                        wait_for_settings(&driver, deadline)?;
+                        return Ok((sender, driver));
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")
+            }))
+        }
+        Target::Unix(path) => {
+            let stream = spindle::net::UnixStream::connect(path)?;
+            let watch = std::sync::Arc::new(Watch::default());
+            let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
+            let driver = Driver::Unix(conn, watch);
+            wait_for_settings(&driver, deadline)?;
+            Ok((sender, driver))
+        }
+    }
+}
+
+fn watched<I>(io: I, watch: &std::sync::Arc<Watch>) -> Watched<I> {
+    // The server's SETTINGS come in the first reads (a few, to allow for a split frame).
+    Watched { io, reads_left: 4, watch: watch.clone() }
+}
+
+fn handshake<I>(
+    endpoint: &Endpoint,
+    io: Watched<I>,
+    deadline: std::time::Instant,
+) -> io::Result<(Sender, Connection<I>)>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = hyper::client::conn::http2::Builder::new(crate::exec::Executor);
+    builder
+        .timer(spindle::hyper_rt::Timer)
+        .initial_stream_window_size(endpoint.initial_stream_window)
+        .initial_connection_window_size(endpoint.initial_connection_window)
+        .keep_alive_interval(endpoint.keepalive_interval)
+        .keep_alive_timeout(endpoint.keepalive_timeout)
+        .keep_alive_while_idle(true);
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    match spindle::task::block_on(spindle::time::timeout(left, builder.handshake::<Watched<I>, Body>(io))) {
+        Ok(Ok(pair)) => Ok(pair),
+        Ok(Err(e)) => Err(io::Error::other(format!("HTTP/2 handshake: {e}"))),
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "HTTP/2 handshake timed out")),
+    }
+}

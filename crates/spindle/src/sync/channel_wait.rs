@@ -1,0 +1,300 @@
+//! Channel operations with a deadline, and as futures (for async tasks and `select!`).
+//!
+//! Invariants: these are the same operations as `Sender::send` and `Receiver::recv` (module
+//! `channel`), written on [`Wait`](super::wait::Wait): a value is moved into or out of the
+//! queue only by the round that completes the operation, under the channel's lock. A
+//! `send` that times out or whose future is dropped gives its value back (or drops it with
+//! the future) without having queued it; a `recv` that leaves takes nothing. A waiter that
+//! leaves after being woken passes the wake-up on to the next waiter of its side if that side
+//! can proceed, so no value (or free slot) is left with nobody woken for it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::channel::{Receiver, RecvError, SendError, Sender, State, TryRecvError, TrySendError};
+use super::wait::{deadline_in, Wait, Wakes};
+use super::waiter::{self, WaitList, WaitNode};
+
+/// Why `send_timeout` / `send_deadline` did not send; the value is given back.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// The channel stayed full until the deadline.
+    Timeout(T),
+    /// Every receiver is gone.
+    Disconnected(T),
+}
+
+/// Why `recv_timeout` / `recv_deadline` did not receive.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum RecvTimeoutError {
+    /// The channel stayed empty until the deadline.
+    Timeout,
+    /// The channel is empty and every sender is gone.
+    Disconnected,
+}
+
+fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.send_waiters
+}
+
+fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.recv_waiters
+}
+
+/// A sender that leaves after a wake-up passes it on while there is room.
+fn send_pass_on<T>(s: &mut State<T>) -> Wakes {
+    let room = s.cap.is_none_or(|cap| s.queue.len() < cap);
+    if room {
+        s.send_waiters.pop().into_iter().collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// A receiver that leaves after a wake-up passes it on while values are queued.
+fn recv_pass_on<T>(s: &mut State<T>) -> Wakes {
+    if s.queue.is_empty() {
+        Vec::new()
+    } else {
+        s.recv_waiters.pop().into_iter().collect()
+    }
+}
+
+/// One send round under the lock: `Some` when done (sent, or disconnected).
+fn send_round<T>(
+    s: &mut State<T>,
+    value: &mut Option<T>,
+) -> Option<Result<Option<Arc<WaitNode>>, SendError<T>>> {
+    let v = value.take().expect("a send future polled after it completed");
+    match s.try_push(v) {
+        Ok(wake) => Some(Ok(wake)),
+        Err(TrySendError::Disconnected(v)) => Some(Err(SendError(v))),
+        Err(TrySendError::Full(v)) => {
+            *value = Some(v);
+            None
+        }
+    }
+}
+
+/// A value taken, and the sender to wake for the slot it freed.
+type Taken<T> = (T, Option<Arc<WaitNode>>);
+
+fn wake_one(node: Option<Arc<WaitNode>>) {
+    if let Some(n) = node {
+        waiter::wake(n);
+    }
+}
+
+/// One receive round under the lock.
+fn recv_round<T>(s: &mut State<T>) -> Option<Result<Taken<T>, RecvError>> {
+    match s.try_pop() {
+        Ok(got) => Some(Ok(got)),
+        Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
+        Err(TryRecvError::Empty) => None,
+    }
+}
+
+impl<T> Sender<T> {
+    /// Sends `value`, waiting at most `timeout` while a bounded channel is full.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spindle::sync::{channel, SendTimeoutError};
+    /// let (tx, _rx) = channel(1);
+    /// tx.send(1).unwrap();
+    /// assert_eq!(tx.send_timeout(2, Duration::from_millis(5)), Err(SendTimeoutError::Timeout(2)));
+    /// ```
+    pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        self.send_until(value, deadline_in(timeout))
+    }
+
+    /// Sends `value`, waiting until `deadline` at the latest while a bounded channel is full.
+    pub fn send_deadline(&self, value: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+        self.send_until(value, Some(deadline))
+    }
+
+    fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
+        let mut value = Some(value);
+        let mut wait = Wait::new(&self.chan.state, send_list, send_pass_on);
+        match wait.block(deadline, "channel send (with timeout)", |s, _| send_round(s, &mut value)) {
+            Some(Ok(wake)) => {
+                wake_one(wake);
+                Ok(())
+            }
+            Some(Err(SendError(v))) => Err(SendTimeoutError::Disconnected(v)),
+            None => Err(SendTimeoutError::Timeout(value.take().expect("a timed-out send keeps its value"))),
+        }
+    }
+
+    /// Sends `value` from async code: a future that completes once the value is queued (or
+    /// fails if every receiver is gone). Dropping it before then sends nothing.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let (tx, rx) = spindle::sync::channel(1);
+    /// let h = rt.spawn_async(async move {
+    ///     tx.send_async(1).await.unwrap();
+    ///     tx.send_async(2).await.unwrap(); // waits for room without blocking the worker
+    /// });
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// assert_eq!(rx.recv(), Ok(2));
+    /// h.join().unwrap();
+    /// ```
+    pub fn send_async(&self, value: T) -> SendFuture<'_, T> {
+        SendFuture { wait: Wait::new(&self.chan.state, send_list, send_pass_on), value: Some(value) }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receives a value, waiting at most `timeout` while the channel is empty.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spindle::sync::{channel, RecvTimeoutError};
+    /// let (tx, rx) = channel::<u8>(1);
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Timeout));
+    /// drop(tx);
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Disconnected));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(deadline_in(timeout))
+    }
+
+    /// Receives a value, waiting until `deadline` at the latest while the channel is empty.
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut wait = Wait::new(&self.chan.state, recv_list, recv_pass_on);
+        match wait.block(deadline, "channel recv (with timeout)", |s, _| recv_round(s)) {
+            Some(Ok((value, wake))) => {
+                wake_one(wake);
+                Ok(value)
+            }
+            Some(Err(RecvError)) => Err(RecvTimeoutError::Disconnected),
+            None => Err(RecvTimeoutError::Timeout),
+        }
+    }
+
+    /// Receives from async code: a future of the next value, `Err` once the channel is empty
+    /// and every sender is gone. Dropping it before it completes takes nothing.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let (tx, rx) = spindle::sync::channel(4);
+    /// let h = rt.spawn_async(async move {
+    ///     let mut sum = 0;
+    ///     while let Ok(v) = rx.recv_async().await {
+    ///         sum += v;
+    ///     }
+    ///     sum
+    /// });
+    /// for i in 1..=4 {
+    ///     tx.send(i).unwrap();
+    /// }
+    /// drop(tx);
+    /// assert_eq!(h.join().unwrap(), 10);
+    /// ```
+    pub fn recv_async(&self) -> RecvFuture<'_, T> {
+        RecvFuture { wait: Wait::new(&self.chan.state, recv_list, recv_pass_on) }
+    }
+}
+
+/// The future of [`Sender::send_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct SendFuture<'a, T> {
+    wait: Wait<'a, State<T>>,
+    value: Option<T>,
+}
+
+impl<T> Unpin for SendFuture<'_, T> {}
+
+impl<T> Future for SendFuture<'_, T> {
+    type Output = Result<(), SendError<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let value = &mut this.value;
+        match this.wait.poll(cx, |s, _| send_round(s, value)) {
+            Poll::Ready(Ok(wake)) => {
+                wake_one(wake);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The future of [`Receiver::recv_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct RecvFuture<'a, T> {
+    wait: Wait<'a, State<T>>,
+}
+
+impl<T> Future for RecvFuture<'_, T> {
+    type Output = Result<T, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut().wait.poll(cx, |s, _| recv_round(s)) {
+            Poll::Ready(Ok((value, wake))) => {
+                wake_one(wake);
+                Poll::Ready(Ok(value))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T> Unpin for RecvFuture<'_, T> {}
+
+impl<T> fmt::Debug for SendFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendFuture").finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for RecvFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvFuture").finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("Timeout(..)"),
+            SendTimeoutError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("timed out sending on a full channel"),
+            SendTimeoutError::Disconnected(_) => f.write_str("sending on a channel whose receivers are gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvTimeoutError::Timeout => f.write_str("timed out receiving on an empty channel"),
+            RecvTimeoutError::Disconnected => {
+                f.write_str("receiving on an empty channel whose senders are gone")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}

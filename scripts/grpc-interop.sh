@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# gRPC interop with a peer no one here wrote: grpc-go's official interop client and server
+# (google.golang.org/grpc/interop/{client,server}, installed through the Go module proxy)
+# against spindle-grpc's interop_server and interop_client, every case both ways, over
+# loopback TCP. Skips (exit 0, with a message) only when Go is absent.
+#
+#   bash scripts/grpc-interop.sh            # uses target/ (or $CARGO_TARGET_DIR)
+#   GRPC_GO_VERSION=v1.85.0 GOBIN=/some/dir bash scripts/grpc-interop.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CASES="empty_unary large_unary client_streaming server_streaming ping_pong empty_stream custom_metadata
+status_code_and_message special_status_message unimplemented_method unimplemented_service
+cancel_after_begin cancel_after_first_response timeout_on_sleeping_server"
+VERSION="${GRPC_GO_VERSION:-v1.85.0}"
+TARGET="${CARGO_TARGET_DIR:-target}"
+case "$TARGET" in /*) ;; *) TARGET="$PWD/$TARGET" ;; esac
+export GOBIN="${GOBIN:-$TARGET/grpc-go-interop-$VERSION}"
+
+if ! command -v go >/dev/null 2>&1; then
+    echo "grpc-interop: SKIPPED: no Go toolchain on PATH (grpc-go's interop programs need one)"
+    exit 0
+fi
+
+if [ ! -x "$GOBIN/client" ] || [ ! -x "$GOBIN/server" ]; then
+    echo "grpc-interop: installing grpc-go $VERSION interop client and server into $GOBIN"
+    (cd /tmp && go install "google.golang.org/grpc/interop/client@$VERSION" "google.golang.org/grpc/interop/server@$VERSION")
+fi
+
+cargo build --release -p spindle-grpc-interop --bins
+BIN="$TARGET/release"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# A free loopback port (bind to 0 and read what the kernel chose).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 1 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "grpc-interop: nothing listens on 127.0.0.1:$1" >&2
+    return 1
+}
+
+failed=0
+run_case() { # direction case command...
+    local dir="$1" case="$2"; shift 2
+    if timeout 60 "$@" >"$log" 2>&1; then
+        echo "  PASS $dir $case"
+    else
+        echo "  FAIL $dir $case"; sed 's/^/      /' "$log" | tail -n 20
+        failed=$((failed + 1))
+    fi
+}
+log="$(mktemp)"
+
+port="$(free_port)"
+"$BIN/interop_server" --port "$port" 2>/dev/null &
+pids+=($!)
+wait_port "$port"
+echo "grpc-interop: grpc-go client -> spindle-grpc interop_server (127.0.0.1:$port)"
+for c in $CASES; do
+    run_case "go->spindle" "$c" "$GOBIN/client" --server_host=127.0.0.1 --server_port="$port" --test_case="$c"
+done
+
+port="$(free_port)"
+"$GOBIN/server" --port="$port" 2>/dev/null &
+pids+=($!)
+wait_port "$port"
+echo "grpc-interop: spindle-grpc interop_client -> grpc-go server (127.0.0.1:$port)"
+for c in $CASES; do
+    run_case "spindle->go" "$c" "$BIN/interop_client" --server_host 127.0.0.1 --server_port "$port" --test_case "$c"
+done
+rm -f "$log"
+
+if [ "$failed" -ne 0 ]; then
+    echo "grpc-interop: $failed case(s) failed" >&2
+    exit 1
+fi
+echo "grpc-interop: all cases passed both ways"
