@@ -191,13 +191,14 @@ pub fn bars(view: &View, case: &str, metric: &str) -> Vec<Bar> {
         .into_iter()
         .filter_map(|c| {
             let row = view.get(case, c, metric)?;
-            Some(Bar {
-                label: c.to_string(),
-                value: row.value,
-                min: row.min,
-                max: row.max,
-                ours: c == view.ours(),
-            })
+            // A floor row is drawn (it shows how far everyone is from the limit) but labelled
+            // as the limit, not ranked as a competitor.
+            let label = if crate::suites::is_floor(c) {
+                format!("{c} (floor, not a competitor)")
+            } else {
+                c.to_string()
+            };
+            Some(Bar { label, value: row.value, min: row.min, max: row.max, ours: c == view.ours() })
         })
         .collect();
     match better(metric) {

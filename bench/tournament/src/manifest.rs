@@ -437,4 +437,23 @@ run = ["bin/fibers", "-mode", "thread"]
         assert!(text.parse::<toml::Table>().is_err());
         assert_eq!(lenient_names(text), ["crystal", "crystal-mt"]);
     }
+
+    #[test]
+    fn the_repositorys_manifests_parse_and_name_every_expected_competitor() {
+        let peers = crate::cli::repo_root().unwrap().join("bench/peers");
+        let found = discover(&peers);
+        let broken: Vec<_> = found.broken.iter().map(|b| (b.path.clone(), b.error.clone())).collect();
+        assert!(broken.is_empty(), "broken manifests: {broken:?}");
+        for suite in Suite::ALL {
+            let named: Vec<&str> = found
+                .manifests
+                .iter()
+                .filter(|m| m.suite == suite)
+                .flat_map(|m| m.competitors.iter().map(|c| c.name.as_str()))
+                .collect();
+            for name in suite.expected() {
+                assert!(named.contains(name), "no {suite} manifest names {name}");
+            }
+        }
+    }
 }

@@ -146,7 +146,12 @@ fn missing_competitors_have_rows() {
         let ours = suite.ours();
         let peer = *suite.expected().iter().find(|n| !crate::suites::is_spindle(n)).unwrap();
         for name in suite.expected().iter().filter(|n| **n != ours && **n != peer) {
-            let line = format!("| {name} |  | no peer program yet (no manifest names it) |");
+            let shown = if crate::suites::is_floor(name) {
+                format!("{name} _(floor: the limit, not a competitor)_")
+            } else {
+                name.to_string()
+            };
+            let line = format!("| {shown} |  | no peer program yet (no manifest names it) |");
             assert!(md.contains(&line), "no row for {name} in {suite}");
         }
     }
@@ -249,4 +254,25 @@ fn spindles_other_configurations_are_rows_not_peers_in_the_summary() {
     assert!(md.contains("vs c-syscalls"), "{md}");
     assert!(!md.contains("vs spindle-mt"), "spindle-mt is compared with as a peer:\n{md}");
     assert!(md.contains("| spindle-mt |") || md.contains("spindle-mt"), "spindle-mt's row is missing:\n{md}");
+}
+
+#[test]
+fn floor_rows_are_labelled_and_left_out_of_the_ranking() {
+    let suite = Suite::Fibers;
+    let mut rows = full_rows(suite, &[("spindle", 1.0), ("may", 2.0)]);
+    rows.push(row(suite, "switch", "floor-raw-switch", "us_per_switch", 0.5));
+    rows.push(row(suite, "switch", "floor-raw-switch", "switches_per_s", 40.0));
+    let entries = vec![ran("spindle"), ran("may"), ran("floor-raw-switch")];
+    let md = render(&input(vec![suite_report(suite, rows, entries)]));
+    let summary = &md[md.find("## Summary").unwrap()..md.find("\n## fibers").unwrap()];
+    assert!(summary.contains("vs may"), "{summary}");
+    assert!(!summary.contains("vs floor-raw-switch"), "the floor is ranked as a peer:\n{summary}");
+    // spindle's switch is 10 µs against the floor's 0.5 µs, 10/s against 40/s.
+    assert!(
+        summary.contains("**Floor, not a competitor:** floor-raw-switch (switch us_per_switch) = 0.500 us; spindle is 20.0× that limit."),
+        "{summary}"
+    );
+    assert!(summary.contains("spindle is 4.0× that limit."), "{summary}");
+    // Its rows in the suite's tables carry the marker.
+    assert!(md.contains("| floor-raw-switch _(floor: the limit, not a competitor)_ |"), "{md}");
 }

@@ -50,8 +50,12 @@ pub enum Better {
 pub const SPINDLE_COMPETITORS: [&str; 5] =
     ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt", "spindle-grpc-tcp"];
 
+/// Rows that measure a limit, not a competitor: the report labels them and the summary leaves
+/// them out of its ranking (it states spindle's distance to them instead).
+pub const FLOOR_ROWS: [&str; 1] = ["floor-raw-switch"];
+
 /// Every competitor name the schema knows, for validation hints.
-pub const KNOWN_COMPETITORS: [&str; 26] = [
+pub const KNOWN_COMPETITORS: [&str; 30] = [
     "spindle",
     "spindle-grpc",
     "spindle-mt",
@@ -78,6 +82,10 @@ pub const KNOWN_COMPETITORS: [&str; 26] = [
     "python-thread",
     "node",
     "c-syscalls",
+    "may",
+    "may-minihttp",
+    "monoio",
+    "floor-raw-switch",
 ];
 
 const FIBERS_CASES: &[CaseSpec] = &[
@@ -157,6 +165,8 @@ impl Suite {
                 "spindle",
                 "rust-thread",
                 "tokio",
+                "may",
+                "floor-raw-switch",
                 "ruby-fiber",
                 "ruby-thread",
                 "go-goroutine",
@@ -175,8 +185,19 @@ impl Suite {
                 "node",
                 "rust-thread",
                 "tokio",
+                "may",
+                "monoio",
             ],
-            Suite::Http => &["spindle", "crystal", "crystal-mt", "go-nethttp", "node", "tokio-hyper"],
+            Suite::Http => &[
+                "spindle",
+                "crystal",
+                "crystal-mt",
+                "go-nethttp",
+                "node",
+                "tokio-hyper",
+                "may-minihttp",
+                "monoio",
+            ],
             Suite::Rpc => &[
                 "spindle-grpc",
                 "spindle-grpc-mt",
@@ -249,6 +270,11 @@ impl fmt::Display for Suite {
 /// Whether `name` is one of spindle's own competitors.
 pub fn is_spindle(name: &str) -> bool {
     SPINDLE_COMPETITORS.contains(&name)
+}
+
+/// Whether `name` is a floor row (a limit such as a bare context switch), not a competitor.
+pub fn is_floor(name: &str) -> bool {
+    FLOOR_ROWS.contains(&name)
 }
 
 /// The unit a metric is reported in, used when a peer's line leaves `unit` out.
@@ -348,6 +374,17 @@ mod tests {
                 assert!(KNOWN_COMPETITORS.contains(name), "{name}");
             }
         }
+    }
+
+    #[test]
+    fn floor_rows_are_known_and_not_ours() {
+        for name in FLOOR_ROWS {
+            assert!(is_floor(name));
+            assert!(KNOWN_COMPETITORS.contains(&name), "{name}");
+            assert!(!is_spindle(name), "{name}");
+        }
+        assert!(!is_floor("may"));
+        assert!(Suite::Fibers.expected().contains(&"floor-raw-switch"));
     }
 
     #[test]

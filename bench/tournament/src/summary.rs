@@ -4,10 +4,14 @@
 //! Every ratio is phrased so that `> 1×` means spindle is ahead, whatever the metric's
 //! direction (see [`crate::suites::advantage`]). The last row is the geometric mean of each
 //! peer's ratios, the only mean that treats "2× ahead" and "2× behind" symmetrically.
+//!
+//! Floor rows ([`crate::suites::FLOOR_ROWS`]) measure a limit, not a competitor: they get no
+//! column and no place in the means; a line below the table says how many times each limit
+//! spindle costs.
 
 use crate::markdown::{ratio, Table};
 use crate::report::Entry;
-use crate::suites::{better, Better};
+use crate::suites::{better, is_floor, Better};
 use crate::tables::View;
 
 fn arrow(metric: &str) -> &'static str {
@@ -46,13 +50,18 @@ pub fn render(view: &View) -> String {
         return format!("**{ours}** has no results in the {} suite yet: {why}.\n", view.suite);
     }
     // spindle's other configurations (spindle-mt, spindle-grpc-mt) are not peers: their rows
-    // are in the suite's table, the ratios are those of `ours`.
-    let peers: Vec<&str> =
-        everyone.into_iter().filter(|c| *c != ours && !crate::suites::is_spindle(c)).collect();
+    // are in the suite's table, the ratios are those of `ours`. Floor rows are not peers either:
+    // they are stated apart, below the ranking.
+    let floors: Vec<&str> = everyone.iter().copied().filter(|c| is_floor(c)).collect();
+    let peers: Vec<&str> = everyone
+        .into_iter()
+        .filter(|c| *c != ours && !crate::suites::is_spindle(c) && !is_floor(c))
+        .collect();
     if peers.is_empty() {
         return format!(
-            "No peer has results in the {} suite yet, so there is nothing to compare {ours} with.\n",
-            view.suite
+            "No peer has results in the {} suite yet, so there is nothing to compare {ours} with.\n{}",
+            view.suite,
+            floor_lines(view, &floors)
         );
     }
     // (case, metric) pairs in schema order, then any others in row order.
@@ -111,6 +120,38 @@ pub fn render(view: &View) -> String {
             "\n{ours} has no measurement for {}, which peers measured.\n",
             unmeasured.join(", ")
         ));
+    }
+    out.push_str(&floor_lines(view, &floors));
+    out
+}
+
+/// The floor rows' lines: what each limit measured and how far spindle is above it. Not part of
+/// the ranking or the geometric means.
+fn floor_lines(view: &View, floors: &[&str]) -> String {
+    let ours = view.ours();
+    let mut out = String::new();
+    for floor in floors {
+        for row in view.rows.iter().filter(|r| r.competitor == *floor) {
+            let Some(spindle) = view.value(&row.case, ours, &row.metric) else {
+                continue;
+            };
+            // How many times the limit spindle costs (or reaches, for a rate): ≥ 1× by nature.
+            let times = match better(&row.metric) {
+                Better::Lower => spindle / row.value,
+                Better::Higher => row.value / spindle,
+            };
+            if !times.is_finite() || times <= 0.0 {
+                continue;
+            }
+            out.push_str(&format!(
+                "\n**Floor, not a competitor:** {floor} ({case} {metric}) = {value} {unit}; \
+                 {ours} is {times:.1}× that limit.\n",
+                case = row.case,
+                metric = row.metric,
+                value = crate::markdown::num(row.value),
+                unit = row.unit,
+            ));
+        }
     }
     out
 }

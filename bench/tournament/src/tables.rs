@@ -64,10 +64,13 @@ impl<'a> View<'a> {
         self.entries.iter().find(|e| e.name == comp).map(|e| e.language.clone()).unwrap_or_default()
     }
 
-    /// A competitor's name as shown: spindle's in bold.
+    /// A competitor's name as shown: spindle's in bold, a floor row (see
+    /// [`crate::suites::FLOOR_ROWS`]) marked as the limit it is.
     pub fn display(&self, comp: &str) -> String {
         if comp == self.ours() {
             format!("**{comp}**")
+        } else if crate::suites::is_floor(comp) {
+            format!("{comp} _(floor: the limit, not a competitor)_")
         } else {
             comp.to_string()
         }
