@@ -25,8 +25,10 @@
 //! - **Free stacks are kept, their pages are not.** A released stack goes back to the pool
 //!   (no system call). Beyond the `keep_warm` most recently released ones, their pages are
 //!   given back with `MADV_DONTNEED` in batches (`process_madvise`, up to 1,024 stacks per
-//!   call) once `RELEASE_BATCH` of them have gathered, and when the worker goes idle. So the
-//!   resident memory of free stacks stays below `keep_warm + RELEASE_BATCH` stacks' worth.
+//!   call) when the worker goes idle, and while it is busy once more than
+//!   `max(max_cached, keep_warm) + RELEASE_BATCH` have gathered. So the resident memory of
+//!   free stacks stays below that many stacks' worth, and a burst that fits in `max_cached`
+//!   (spawned again and again) keeps its pages warm.
 //! - **Address space is returned by whole chunks.** When the worker goes idle with more than
 //!   `max_cached` free stacks, chunks whose every stack is free in this pool are unmapped.
 //! - **Single owner.** A `StackPool` (module `stack_pool`) belongs to one worker and is used only from its thread;

@@ -37,8 +37,8 @@ const CHUNK_SLOTS: usize = 64;
 /// Most address space in one chunk: large stacks are mapped fewer at a time.
 const CHUNK_BYTES: usize = 16 << 20;
 
-/// Released stacks beyond `keep_warm` that may keep their pages before the pool gives them
-/// back in one batch, without waiting for the worker to go idle.
+/// Released stacks beyond `max(max_cached, keep_warm)` that may keep their pages before a busy
+/// pool gives pages back in one batch, without waiting for the worker to go idle.
 const RELEASE_BATCH: usize = 1024;
 
 impl StackPool {
@@ -84,8 +84,11 @@ impl StackPool {
         Ok(stack)
     }
 
-    /// Returns a free stack to the pool: no system call, except that every `RELEASE_BATCH`
-    /// releases the pages of the stacks beyond `keep_warm` are given back in one batch.
+    /// Returns a free stack to the pool: no system call, except that once more than
+    /// `max(max_cached, keep_warm) + RELEASE_BATCH` stacks were released since pages were last
+    /// given back, the pages of the stacks beyond `keep_warm` are given back in one batch. A
+    /// burst that fits in `max_cached` (the warm case: the same fibers spawned again and again)
+    /// keeps its pages until the worker idles, so the next burst does not fault them in again.
     pub(crate) fn put(&mut self, mut stack: Stack) {
         stack.dirty = true;
         self.batch = 1;
@@ -97,7 +100,7 @@ impl StackPool {
             Some((_, list)) => list.push(stack),
             None => self.free.push((len, vec![stack])),
         }
-        if self.released_since_release > self.keep_warm + RELEASE_BATCH {
+        if self.released_since_release > self.max_cached.max(self.keep_warm) + RELEASE_BATCH {
             self.release_cold_pages();
         }
     }
