@@ -60,6 +60,7 @@ pub struct Server {
     max_send_buf: usize,
     max_pending_accept_reset_streams: usize,
     nodelay: bool,
+    shutdown_on: Option<(spindle::shutdown::ShutdownToken, Duration)>,
 }
 
 impl Server {
@@ -81,6 +82,7 @@ impl Server {
             max_send_buf: 400 << 10,
             max_pending_accept_reset_streams: 20,
             nodelay: true,
+            shutdown_on: None,
         }
     }
 
@@ -137,6 +139,15 @@ impl Server {
         self
     }
 
+    /// Begins the graceful shutdown (as [`Serving::begin_shutdown`] with `grace`) when `token`
+    /// is triggered: a runtime's [`shutdown_token`](spindle::Runtime::shutdown_token), or one
+    /// that [`trigger_on_signals`](spindle::shutdown::ShutdownToken::trigger_on_signals) fires
+    /// on SIGTERM.
+    pub fn shutdown_on(mut self, token: spindle::shutdown::ShutdownToken, grace: Duration) -> Server {
+        self.shutdown_on = Some((token, grace));
+        self
+    }
+
     /// `TCP_NODELAY` on accepted TCP connections (default on).
     pub fn nodelay(mut self, on: bool) -> Server {
         self.nodelay = on;
@@ -174,6 +185,17 @@ impl Server {
             ));
         };
         let shared = Arc::new(Shared::default());
+        if let Some((token, grace)) = self.shutdown_on.clone() {
+            let watched = shared.clone();
+            drop(
+                handle
+                    .try_spawn_async(async move {
+                        token.triggered().await;
+                        watched.signal.fire(Instant::now() + grace);
+                    })
+                    .map_err(io::Error::other)?,
+            );
+        }
         let this = Arc::new(self);
         let task_shared = shared.clone();
         let accept_task = handle

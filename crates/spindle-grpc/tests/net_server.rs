@@ -114,6 +114,34 @@ fn shutdown_drains_calls_in_flight() {
     assert!(connect.is_err(), "connected to a server that shut down");
 }
 
+/// A runtime's shutdown token (e.g. triggered by SIGTERM) begins the graceful shutdown of a
+/// server built with `shutdown_on`: the call in flight finishes, then nothing listens.
+#[test]
+fn a_shutdown_token_drains_the_server() {
+    let token = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let slot = token.clone();
+    let mut net = start(move |s| {
+        let t = spindle::shutdown::token();
+        *slot.lock().unwrap() = Some(t.clone());
+        s.shutdown_on(t, Duration::from_secs(10))
+    });
+    let token = token.lock().unwrap().take().expect("the server was configured on a worker");
+    let client = net.client();
+    let endpoint = net.endpoint().connect_timeout(Duration::from_secs(1));
+    let call = net.rt.spawn_async(async move {
+        let request = SimpleRequest { response_size: 3, sleep_ms: 200, ..Default::default() };
+        TestServiceClient::new(client).unary_call(request).await.map(|r| r.into_inner())
+    });
+    assert!(wait_until(Duration::from_secs(10), || net.counters.live_handlers.load(SeqCst) == 1));
+    token.trigger();
+    let response = call.join().unwrap().expect("the call in flight finished");
+    assert_eq!(response.payload.unwrap().body.len(), 3);
+    assert!(wait_until(Duration::from_secs(10), || net.serving().stats().connections == 0));
+    let connect = net.run(async move { endpoint.connect().await.map(drop) });
+    assert!(connect.is_err(), "connected to a server whose token was triggered");
+    drop(net.serving.take());
+}
+
 /// At the drain deadline, the calls still running are dropped with their connection.
 #[test]
 fn shutdown_deadline_drops_calls() {

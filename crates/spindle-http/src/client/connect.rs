@@ -1,10 +1,10 @@
-//! Opening a client connection: name resolution and the TCP connect on spindle's blocking
-//! pool (so `getaddrinfo` and the connect never stall a worker, and the same code serves
-//! fibers and async tasks), then TLS (feature `tls`, HTTP/2 chosen by ALPN), then hyper's
-//! HTTP/1.1 or HTTP/2 handshake. The connection future runs as a task pinned to the current
-//! worker (`spawn_local`), watched by the pool's idle timer (`pool.rs`).
+//! Opening a client connection: name resolution and the TCP connect with spindle's async
+//! `TcpStream::connect_async` (the lookup runs on the blocking pool with spindle's DNS cache,
+//! the connect on the worker's reactor: `getaddrinfo` never stalls a worker, and the same code
+//! serves fibers and async tasks), then TLS (feature `tls`, HTTP/2 chosen by ALPN), then
+//! hyper's HTTP/1.1 or HTTP/2 handshake. The connection future runs as a task pinned to the
+//! current worker (`spawn_local`), watched by the pool's idle timer (`pool.rs`).
 
-use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,21 +13,10 @@ use crate::client::{ClientConfig, Error, ErrorKind, Key};
 use crate::exec::LocalExec;
 use crate::socket::{self, Io, Transport};
 
-/// Resolves `host:port` and connects to each address in turn, on the blocking pool.
+/// Resolves `host:port` and connects to each address in turn, within `timeout` in all.
 async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, Error> {
-    let (host, port) = (key.host.clone(), key.port);
-    let job = spindle::spawn_blocking(move || -> std::io::Result<std::net::TcpStream> {
-        let mut last = None;
-        for addr in (host.as_str(), port).to_socket_addrs()? {
-            match std::net::TcpStream::connect_timeout(&addr, timeout) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last
-            .unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address for the host")))
-    });
-    let stream = match job.await {
+    let connect = spindle::net::TcpStream::connect_async((key.host.as_str(), key.port));
+    let stream = match spindle::time::timeout(timeout, connect).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
             return Err(Error::new(ErrorKind::ConnectTimeout, format!("connecting to {key}: {e}")))
@@ -35,14 +24,13 @@ async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, Er
         Ok(Err(e)) => return Err(Error::new(ErrorKind::Connect, format!("connecting to {key}: {e}"))),
         Err(_) => {
             return Err(Error::new(
-                ErrorKind::Connect,
-                format!("connecting to {key}: the connect job was cancelled"),
+                ErrorKind::ConnectTimeout,
+                format!("connecting to {key}: not connected within {timeout:?}"),
             ))
         }
     };
     let _ = stream.set_nodelay(true);
-    spindle::net::TcpStream::from_std(stream)
-        .map_err(|e| Error::new(ErrorKind::Connect, format!("{key}: {e}")))
+    Ok(stream)
 }
 
 /// A new connection to `key`, its driver spawned; `guard` is the pool's slot for it.
