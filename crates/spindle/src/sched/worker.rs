@@ -706,7 +706,6 @@ impl Worker {
         }
     }
 
-    /// The running fiber, if a fiber is running.
     /// Whether a fiber is running on this worker (the caller is that fiber), without cloning it.
     #[inline]
     pub(crate) fn in_fiber(&self) -> bool {
@@ -715,6 +714,7 @@ impl Worker {
         unsafe { (*self.current.as_ptr()).is_some() }
     }
 
+    /// The running fiber, if a fiber is running.
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
         let fiber = self.current.take();
         let copy = fiber.clone();
