@@ -25,8 +25,8 @@ cargo run -q -p spindle --features tokio-compat --example tokio_compat
 step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
 bash scripts/grpc-interop.sh
 
-step "loom models (RUSTFLAGS=--cfg loom)"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
+step "loom models (RUSTFLAGS=--cfg spindle_loom; not plain loom, which tokio in the dev-dependencies also reads)"
+RUSTFLAGS="--cfg spindle_loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
 
 step "tournament smoke test (--quick --no-install)"
 cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke

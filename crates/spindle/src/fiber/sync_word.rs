@@ -154,7 +154,7 @@ impl<W> JoinWord<W> {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, spindle_loom))]
 mod loom_tests {
     use super::*;
     use loom::sync::atomic::AtomicUsize;

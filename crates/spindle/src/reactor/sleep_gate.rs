@@ -64,7 +64,7 @@ impl SleepGate {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, spindle_loom))]
 mod loom_tests {
     use super::*;
     use loom::sync::{Arc, Notify};

@@ -79,7 +79,7 @@ impl IdleSet {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, spindle_loom))]
 mod loom_tests {
     use super::*;
     use crate::reactor::sleep_gate::SleepGate;
