@@ -73,6 +73,9 @@ pub struct Competitor {
     pub timeout: Duration,
     /// How it is built and run, in one line, for the report.
     pub notes: String,
+    /// Whether it also answers HTTP/2 with prior knowledge (h2c) on its port: the http suite
+    /// then runs its `h2c_*` cases too (manifest `h2c = true`; default false).
+    pub h2c: bool,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +109,8 @@ struct RawCompetitor {
     timeout_s: Option<u64>,
     #[serde(default)]
     notes: String,
+    #[serde(default)]
+    h2c: bool,
 }
 
 /// Why a manifest could not be used.
@@ -195,6 +200,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
             env: c.env,
             timeout,
             notes: c.notes.trim().to_string(),
+            h2c: c.h2c,
         });
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));

@@ -3,7 +3,8 @@
 //! Schedule:
 //!
 //! 1. The units of work are *slots*: one per competitor, or one per (competitor, case) in the
-//!    http suite, where the harness drives each case separately.
+//!    http suite, where the harness drives each case separately (the `h2c_*` cases only for
+//!    competitors whose manifest says `h2c = true`).
 //! 2. Unless disabled (quick mode), every slot runs once and the result is discarded.
 //! 3. Then `runs` rounds: each round runs every slot once, in the same order, so drift on the
 //!    machine (thermal, other load) hits every competitor alike.
@@ -105,7 +106,7 @@ pub fn run_suite_sampled(
     let mut slots = Vec::new();
     for (i, entrant) in entrants.iter().enumerate() {
         if plan.suite == Suite::Http {
-            for &case in &plan.http_cases {
+            for &case in http::cases_for(&plan.http_cases, &entrant.competitor) {
                 slots.push(Slot { entrant, case: Some(case), outcome: i, stopped: false });
             }
         } else {
@@ -208,6 +209,7 @@ mod tests {
                 env: BTreeMap::from([("GREETING".to_string(), "hi".to_string())]),
                 timeout: Duration::from_secs(30),
                 notes: String::new(),
+                h2c: false,
             },
             dir: std::env::temp_dir(),
             language: "sh".into(),
