@@ -24,6 +24,10 @@
 //! comes from h2load instead of wrk: `h2load -t1 -c<connections> -m1 -D<secs>`, so 64
 //! connections with one request in flight each, as wrk's. h2load prints no percentiles:
 //! `p99_us` comes from its per-request `--log-file` ([`crate::h2load`]).
+//!
+//! The `client_keepalive` case is not driven here: the competitor's `client` command (manifest
+//! `client = [...]`) starts its own server, measures its HTTP client and prints the JSON line
+//! (`req_per_s`), as the other suites' peers do ([`crate::run`]).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -80,6 +84,9 @@ pub enum Protocol {
     Http1,
     /// HTTP/2 with prior knowledge, loaded by h2load.
     H2c,
+    /// No server is driven: the competitor's `client` command measures an HTTP client and
+    /// prints its JSON line (`client_keepalive`).
+    Client,
 }
 
 /// One case of the http suite.
@@ -96,16 +103,21 @@ pub struct HttpCase {
 }
 
 /// The cases, in schema order.
-pub const CASES: [HttpCase; 4] = [
+pub const CASES: [HttpCase; 5] = [
     HttpCase { name: "hello_1w", workers: 1, pinned: true, protocol: Protocol::Http1 },
     HttpCase { name: "hello_2w", workers: 2, pinned: false, protocol: Protocol::Http1 },
     HttpCase { name: "h2c_1w", workers: 1, pinned: true, protocol: Protocol::H2c },
     HttpCase { name: "h2c_2w", workers: 2, pinned: false, protocol: Protocol::H2c },
+    HttpCase { name: "client_keepalive", workers: 1, pinned: false, protocol: Protocol::Client },
 ];
 
 /// The cases of `cases` that `comp` takes part in: the h2c ones only if it answers h2c.
 pub fn cases_for<'a>(cases: &'a [HttpCase], comp: &'a Competitor) -> impl Iterator<Item = &'a HttpCase> + 'a {
-    cases.iter().filter(move |c| c.protocol == Protocol::Http1 || comp.h2c)
+    cases.iter().filter(move |c| match c.protocol {
+        Protocol::Http1 => true,
+        Protocol::H2c => comp.h2c,
+        Protocol::Client => comp.client.is_some(),
+    })
 }
 
 /// How long a server may take to start accepting.
@@ -168,6 +180,7 @@ impl HttpRun<'_> {
             Protocol::H2c => {
                 self.tools.h2load.as_deref().ok_or_else(|| fail("h2load is not installed".into()))?
             }
+            Protocol::Client => return Err(fail("the client case is run by its peer, not driven".into())),
         };
         let taskset = match (case.pinned, self.tools.taskset.as_deref()) {
             (true, None) => return Err(fail("taskset is not installed (needed to pin)".into())),

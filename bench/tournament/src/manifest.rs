@@ -76,6 +76,10 @@ pub struct Competitor {
     /// Whether it also answers HTTP/2 with prior knowledge (h2c) on its port: the http suite
     /// then runs its `h2c_*` cases too (manifest `h2c = true`; default false).
     pub h2c: bool,
+    /// The http suite's `client_keepalive` case: a command that measures an HTTP client and
+    /// prints its JSON line, like a non-http peer (`--quick` appended in quick mode). The case
+    /// runs only for competitors that name one (manifest `client = [...]`).
+    pub client: Option<Step>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +115,7 @@ struct RawCompetitor {
     notes: String,
     #[serde(default)]
     h2c: bool,
+    client: Option<Step>,
 }
 
 /// Why a manifest could not be used.
@@ -188,6 +193,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
             return err(format!("competitor `{}` appears twice", c.name));
         }
         check_step(&format!("`run` of competitor `{}`", c.name), &c.run)?;
+        if let Some(client) = &c.client {
+            check_step(&format!("`client` of competitor `{}`", c.name), client)?;
+        }
         let timeout = match c.timeout_s {
             Some(0) => return err(format!("competitor `{}` has timeout_s = 0", c.name)),
             Some(secs) => Duration::from_secs(secs),
@@ -201,6 +209,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
             timeout,
             notes: c.notes.trim().to_string(),
             h2c: c.h2c,
+            client: c.client,
         });
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));

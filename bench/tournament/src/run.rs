@@ -4,7 +4,8 @@
 //!
 //! 1. The units of work are *slots*: one per competitor, or one per (competitor, case) in the
 //!    http suite, where the harness drives each case separately (the `h2c_*` cases only for
-//!    competitors whose manifest says `h2c = true`).
+//!    competitors whose manifest says `h2c = true`, the `client_keepalive` case only for those
+//!    that name a `client` command, which runs like a non-http competitor).
 //! 2. Unless disabled (quick mode), every slot runs once and the result is discarded.
 //! 3. Then `runs` rounds: each round runs every slot once, in the same order, so drift on the
 //!    machine (thermal, other load) hits every competitor alike.
@@ -160,7 +161,7 @@ pub fn run_suite_sampled(
 
 fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Result<record::Parsed, Failure> {
     let comp = &entrant.competitor;
-    if let Some(case) = case {
+    if let Some(case) = case.filter(|c| c.protocol != http::Protocol::Client) {
         let run = HttpRun {
             dir: &entrant.dir,
             settings: &plan.http,
@@ -174,6 +175,13 @@ fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Res
     let mut step = comp.run.clone();
     if plan.quick {
         step.extend(comp.quick.iter().cloned());
+    }
+    if let Some(client) = case.and(comp.client.as_ref()) {
+        // The http suite's client case: the peer measures and prints, as in the other suites.
+        step = client.clone();
+        if plan.quick {
+            step.push("--quick".into());
+        }
     }
     let mut cmd = proc::command(&step, &entrant.dir);
     cmd.envs(plan.env.iter().map(|(k, v)| (k, v))).envs(&comp.env);
@@ -210,6 +218,7 @@ mod tests {
                 timeout: Duration::from_secs(30),
                 notes: String::new(),
                 h2c: false,
+                client: None,
             },
             dir: std::env::temp_dir(),
             language: "sh".into(),

@@ -112,6 +112,7 @@ const HTTP_CASES: &[CaseSpec] = &[
     CaseSpec { name: "hello_2w", metrics: HTTP_METRICS },
     CaseSpec { name: "h2c_1w", metrics: HTTP_METRICS },
     CaseSpec { name: "h2c_2w", metrics: HTTP_METRICS },
+    CaseSpec { name: "client_keepalive", metrics: &["req_per_s"] },
 ];
 
 const RPC_OP: &[&str] = &["ns_per_op", "bytes_per_op", "allocs_per_op"];
@@ -236,7 +237,8 @@ impl Suite {
                 "A hello-world HTTP server under wrk (shapes of seed 001), with 1 worker pinned \
                  and 2 workers unpinned, and the server's CPU time per request; the h2c_* cases \
                  are the same over HTTP/2 with prior knowledge under h2load, for the servers \
-                 that speak it."
+                 that speak it; client_keepalive is an HTTP client's keep-alive GETs against \
+                 a local spindle-http hello server."
             }
             Suite::Rpc => {
                 "gRPC in process and over loopback (shapes of seed 000): unary by payload size, \

@@ -18,9 +18,15 @@
 //! port whatever PROTOCOL says. `--no-header-timeout` turns off its header read
 //! timeout (hyper then arms no timer per request, as in the tokio server, which sets none).
 //!
+//! `--client spindle|tokio [--quick]`: the `client_keepalive` case instead of a server: HTTP
+//! clients against a spindle-http hello server this program starts (see `client.rs`); prints
+//! its JSON line.
+//!
 //! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads), PROTOCOL
 //! (`http1`, the default, or `h2c`).
 //! SIGTERM's default action ends the process.
+
+mod client;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -100,19 +106,26 @@ fn main() {
     let mut single = String::from("current");
     let mut server = String::from("tokio");
     let mut header_timeout = true;
+    let mut client = None;
+    let mut quick = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--single" => single = args.next().expect("--single current|multi"),
             "--server" => server = args.next().expect("--server tokio|spindle"),
             "--no-header-timeout" => header_timeout = false,
+            "--client" => client = Some(args.next().expect("--client spindle|tokio")),
+            "--quick" => quick = true,
             _ => {
                 eprintln!(
-                    "usage: http-peer [--server tokio|spindle] [--single current|multi] [--no-header-timeout]  (env PORT, WORKERS)"
+                    "usage: http-peer [--server tokio|spindle] [--single current|multi] [--no-header-timeout]  (env PORT, WORKERS, PROTOCOL)\n       http-peer --client spindle|tokio [--quick]"
                 );
                 std::process::exit(2);
             }
         }
+    }
+    if let Some(client) = client {
+        return client::main(&client, quick);
     }
     let port = env_num("PORT", 8080) as u16;
     let workers = env_num("WORKERS", 1).max(1);
