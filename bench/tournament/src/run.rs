@@ -280,4 +280,40 @@ mod tests {
             ["hello_1w, run 1 of 1: wrk is not installed", "hello_2w, run 1 of 1: wrk is not installed"]
         );
     }
+
+    #[test]
+    fn h2c_cases_run_only_for_h2c_servers_and_need_h2load() {
+        let mut server = entrant("spindle", "sleep 30");
+        server.competitor.h2c = true;
+        let mut p = plan(1, false);
+        p.suite = Suite::Http;
+        p.tools.wrk = Some("/bin/true".into());
+        p.http_cases.retain(|c| c.name != "hello_1w" && c.name != "hello_2w");
+        let outcomes = run_suite(&p, &[server, entrant("node", "sleep 30")], &Ui::hidden());
+        let whats: Vec<_> = outcomes[0].failures.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            ["h2c_1w, run 1 of 1: h2load is not installed", "h2c_2w, run 1 of 1: h2load is not installed"]
+        );
+        // No h2c and no client command: none of these cases is its.
+        assert!(outcomes[1].failures.is_empty() && outcomes[1].runs.is_empty());
+    }
+
+    #[test]
+    fn the_client_case_runs_the_client_command_with_quick() {
+        // `sh -c SCRIPT sh --quick`: the value says whether `--quick` arrived as $1.
+        let script = r#"if [ "$1" = --quick ]; then v=1; else v=2; fi; echo "{\"suite\":\"http\",\"case\":\"client_keepalive\",\"competitor\":\"spindle\",\"metric\":\"req_per_s\",\"value\":$v}""#;
+        let mut client = entrant("spindle", "exit 9");
+        client.competitor.client = Some(vec!["sh".into(), "-c".into(), script.into(), "sh".into()]);
+        let mut p = plan(1, false);
+        p.suite = Suite::Http;
+        p.quick = true;
+        p.http_cases.retain(|c| c.protocol == http::Protocol::Client);
+        let outcomes = run_suite(&p, &[client], &Ui::hidden());
+        assert!(outcomes[0].failures.is_empty(), "{:?}", outcomes[0].failures);
+        assert_eq!(outcomes[0].runs.len(), 1);
+        let sample = &outcomes[0].runs[0][0];
+        assert_eq!((sample.case.as_str(), sample.metric.as_str()), ("client_keepalive", "req_per_s"));
+        assert_eq!(sample.value, 1.0, "the command got --quick as its argument");
+    }
 }
