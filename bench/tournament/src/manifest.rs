@@ -376,6 +376,19 @@ run = ["bin/fibers", "-mode", "thread"]
     }
 
     #[test]
+    fn reads_the_http_suite_h2c_flag_and_client_command() {
+        let text = "language = \"Rust\"\nsuite = \"http\"\n[[competitor]]\nname = \"spindle\"\nrun = [\"./server\"]\n\
+                    h2c = true\nclient = [\"./server\", \"--client\", \"spindle\"]\n[[competitor]]\nname = \"node\"\nrun = [\"node\"]\n";
+        let m = parse(text, &path("http.peer.toml")).unwrap();
+        let (ours, node) = (&m.competitors[0], &m.competitors[1]);
+        assert!(ours.h2c);
+        assert_eq!(ours.client, Some(vec!["./server".to_string(), "--client".into(), "spindle".into()]));
+        assert!(!node.h2c && node.client.is_none());
+        let empty_client = text.replace("client = [\"./server\", \"--client\", \"spindle\"]", "client = []");
+        assert!(error_of(&empty_client, "http.peer.toml").contains("`client` of competitor `spindle`"));
+    }
+
+    #[test]
     fn minimal_manifest_has_empty_lists() {
         let text =
             "language = \"C\"\nsuite = \"tcp\"\n[[competitor]]\nname = \"c-syscalls\"\nrun = [\"./bench\"]\n";
