@@ -66,9 +66,10 @@ pub fn parse(output: &str) -> Result<H2loadReport, String> {
     Ok(H2loadReport { requests, req_per_s, avg_us, failed, non_2xx })
 }
 
-/// The 99th percentile of the third column of h2load's `--log-file` (µs until the end of each
-/// response), or `None` when the log has no readable line.
-pub fn log_p99_us(log: &str) -> Option<f64> {
+/// The mean and the 99th percentile of the third column of h2load's `--log-file` (µs until
+/// the end of each response), or `None` when the log has no readable line. The report's mean
+/// has only three significant digits; this one is exact.
+pub fn log_stats_us(log: &str) -> Option<(f64, f64)> {
     let mut times: Vec<u64> =
         log.lines().filter_map(|line| line.split('\t').nth(2)?.trim().parse().ok()).collect();
     if times.is_empty() {
@@ -77,7 +78,8 @@ pub fn log_p99_us(log: &str) -> Option<f64> {
     times.sort_unstable();
     // Nearest rank: the smallest value with at least 99% of the samples at or below it.
     let rank = (times.len() * 99).div_ceil(100).max(1);
-    Some(times[rank - 1] as f64)
+    let mean = times.iter().map(|&t| t as f64).sum::<f64>() / times.len() as f64;
+    Some((mean, times[rank - 1] as f64))
 }
 
 #[cfg(test)]
@@ -114,10 +116,10 @@ time for connect:       47us       656us       341us       177us    60.94%
     }
 
     #[test]
-    fn p99_of_the_request_log() {
+    fn mean_and_p99_of_the_request_log() {
         let log: String = (1..=100).map(|i| format!("1795470950660690\t200\t{i}\n")).collect();
-        assert_eq!(log_p99_us(&log), Some(99.0));
-        assert_eq!(log_p99_us("1\t200\t7\n"), Some(7.0));
-        assert_eq!(log_p99_us("garbage\n"), None);
+        assert_eq!(log_stats_us(&log), Some((50.5, 99.0)));
+        assert_eq!(log_stats_us("1\t200\t7\n"), Some((7.0, 7.0)));
+        assert_eq!(log_stats_us("garbage\n"), None);
     }
 }

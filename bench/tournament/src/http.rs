@@ -23,7 +23,7 @@
 //! environment (it must still answer step 3's HTTP/1.1 check on the same port), and the load
 //! comes from h2load instead of wrk: `h2load -t1 -c<connections> -m1 -D<secs>`, so 64
 //! connections with one request in flight each, as wrk's. h2load prints no percentiles:
-//! `p99_us` comes from its per-request `--log-file` ([`crate::h2load`]).
+//! `avg_us` and `p99_us` come from its per-request `--log-file` ([`crate::h2load`]).
 //!
 //! The `client_keepalive` case is not driven here: the competitor's `client` command (manifest
 //! `client = [...]`) starts its own server, measures its HTTP client and prints the JSON line
@@ -348,9 +348,10 @@ impl HttpRun<'_> {
             return Err(format!("{} failed requests for {} done", report.failed, report.requests));
         }
         let log_text = log_text.map_err(|e| format!("cannot read h2load's request log: {e}"))?;
-        let p99_us = h2load::log_p99_us(&log_text).ok_or("h2load's request log has no requests")?;
+        let (avg_us, p99_us) =
+            h2load::log_stats_us(&log_text).ok_or("h2load's request log has no requests")?;
         let cpu_us_per_req = (cpu_after - cpu_before).max(0.0) / report.requests as f64;
-        Ok(samples(case, report.req_per_s, report.avg_us, p99_us, cpu_us_per_req))
+        Ok(samples(case, report.req_per_s, avg_us, p99_us, cpu_us_per_req))
     }
 }
 
