@@ -297,7 +297,8 @@ fn run_one_suite(
         match installer.ensure_tools(&["taskset".into()], &["util-linux".into()], here, ui) {
             Ok(()) => plan.tools.taskset = proc::which("taskset", here),
             Err(failure) => {
-                let reason = format!("hello_1w not measured: taskset is not available ({})", failure.what);
+                let reason =
+                    format!("hello_1w and h2c_1w not measured: taskset is not available ({})", failure.what);
                 notes.push(reason.clone());
                 skipped.push(reason);
                 plan.http_cases.retain(|c| !c.pinned);
