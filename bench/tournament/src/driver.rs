@@ -297,16 +297,28 @@ fn run_one_suite(
         match installer.ensure_tools(&["taskset".into()], &["util-linux".into()], here, ui) {
             Ok(()) => plan.tools.taskset = proc::which("taskset", here),
             Err(failure) => {
-                let reason = format!("hello_1w not measured: taskset is not available ({})", failure.what);
+                let reason =
+                    format!("hello_1w and h2c_1w not measured: taskset is not available ({})", failure.what);
                 notes.push(reason.clone());
                 skipped.push(reason);
                 plan.http_cases.retain(|c| !c.pinned);
             }
         }
+        if entrants.iter().any(|e| e.competitor.h2c) {
+            match installer.ensure_tools(&["h2load".into()], &["nghttp2-client".into()], here, ui) {
+                Ok(()) => plan.tools.h2load = proc::which("h2load", here),
+                Err(failure) => {
+                    let reason =
+                        format!("h2c cases not measured: h2load is not available ({})", failure.what);
+                    notes.push(reason.clone());
+                    skipped.push(reason);
+                    plan.http_cases.retain(|c| c.protocol != http::Protocol::H2c);
+                }
+            }
+        }
     }
     let mut contention = Contention::default();
     let outcomes = run::run_suite_sampled(&plan, &entrants, ui, &mut contention);
-    let cases_per_run = if suite == Suite::Http { plan.http_cases.len() } else { 1 };
     let mut rows: Vec<Aggregate> = Vec::new();
     for (entrant, outcome) in entrants.iter().zip(outcomes) {
         let c = &entrant.competitor;
@@ -326,7 +338,7 @@ fn run_one_suite(
             &c.name,
             &entrant.language,
             &c.notes,
-            Status::Ran { ok: outcome.runs.len(), planned: config.runs * cases_per_run, problems },
+            Status::Ran { ok: outcome.runs.len(), planned: config.runs * cases_per_run(&plan, c), problems },
         );
         e.skipped = skipped.clone();
         entries.push(e);
@@ -339,6 +351,15 @@ fn run_one_suite(
         contention,
         toolchains,
         wrk_version,
+    }
+}
+
+/// The measured runs `c` is planned: one per case it takes part in, in the http suite.
+fn cases_per_run(plan: &Plan, c: &crate::manifest::Competitor) -> usize {
+    if plan.suite == Suite::Http {
+        http::cases_for(&plan.http_cases, c).count()
+    } else {
+        1
     }
 }
 

@@ -17,6 +17,17 @@
 //! The metrics are `req_per_s`, `avg_us`, `p99_us` (from wrk) and `cpu_us_per_req` (server
 //! CPU time during the measurement divided by the requests wrk completed). wrk takes whole
 //! seconds for `-d`, so durations are whole seconds.
+//!
+//! The `h2c_*` cases are the same two shapes over HTTP/2 with prior knowledge (h2c), for the
+//! competitors whose manifest says `h2c = true`: the server gets `PROTOCOL=h2c` in its
+//! environment (it must still answer step 3's HTTP/1.1 check on the same port), and the load
+//! comes from h2load instead of wrk: `h2load -t1 -c<connections> -m1 -D<secs>`, so 64
+//! connections with one request in flight each, as wrk's. h2load prints no percentiles:
+//! `avg_us` and `p99_us` come from its per-request `--log-file` ([`crate::h2load`]).
+//!
+//! The `client_keepalive` case is not driven here: the competitor's `client` command (manifest
+//! `client = [...]`) starts its own server, measures its HTTP client and prints the JSON line
+//! (`req_per_s`), as the other suites' peers do ([`crate::run`]).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -28,7 +39,7 @@ use std::time::{Duration, Instant};
 use crate::manifest::Competitor;
 use crate::proc::{self, Failure, Running};
 use crate::record::Sample;
-use crate::{procfs, sys, wrk};
+use crate::{h2load, procfs, sys, wrk};
 
 /// How wrk drives each server.
 #[derive(Debug, Clone)]
@@ -62,6 +73,20 @@ pub struct HttpTools {
     pub wrk: Option<PathBuf>,
     /// taskset, required for the pinned case.
     pub taskset: Option<PathBuf>,
+    /// h2load (Debian's nghttp2-client), required for the h2c cases.
+    pub h2load: Option<PathBuf>,
+}
+
+/// The protocol of a case, and with it the load generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 with keep-alive, loaded by wrk.
+    Http1,
+    /// HTTP/2 with prior knowledge, loaded by h2load.
+    H2c,
+    /// No server is driven: the competitor's `client` command measures an HTTP client and
+    /// prints its JSON line (`client_keepalive`).
+    Client,
 }
 
 /// One case of the http suite.
@@ -73,13 +98,27 @@ pub struct HttpCase {
     pub workers: u32,
     /// Server and wrk pinned to one CPU each ([`pinned_cpus`]).
     pub pinned: bool,
+    /// HTTP/1.1 under wrk or h2c under h2load.
+    pub protocol: Protocol,
 }
 
 /// The cases, in schema order.
-pub const CASES: [HttpCase; 2] = [
-    HttpCase { name: "hello_1w", workers: 1, pinned: true },
-    HttpCase { name: "hello_2w", workers: 2, pinned: false },
+pub const CASES: [HttpCase; 5] = [
+    HttpCase { name: "hello_1w", workers: 1, pinned: true, protocol: Protocol::Http1 },
+    HttpCase { name: "hello_2w", workers: 2, pinned: false, protocol: Protocol::Http1 },
+    HttpCase { name: "h2c_1w", workers: 1, pinned: true, protocol: Protocol::H2c },
+    HttpCase { name: "h2c_2w", workers: 2, pinned: false, protocol: Protocol::H2c },
+    HttpCase { name: "client_keepalive", workers: 1, pinned: false, protocol: Protocol::Client },
 ];
+
+/// The cases of `cases` that `comp` takes part in: the h2c ones only if it answers h2c.
+pub fn cases_for<'a>(cases: &'a [HttpCase], comp: &'a Competitor) -> impl Iterator<Item = &'a HttpCase> + 'a {
+    cases.iter().filter(move |c| match c.protocol {
+        Protocol::Http1 => true,
+        Protocol::H2c => comp.h2c,
+        Protocol::Client => comp.client.is_some(),
+    })
+}
 
 /// How long a server may take to start accepting.
 const STARTUP_LIMIT: Duration = Duration::from_secs(60);
@@ -134,7 +173,15 @@ impl HttpRun<'_> {
     /// Runs one case of `comp` once (steps 1–5 of the module doc).
     pub fn run_case(&self, comp: &Competitor, case: HttpCase) -> Result<Vec<Sample>, Failure> {
         let fail = |what: String| Failure::new(what, String::new());
-        let wrk = self.tools.wrk.as_deref().ok_or_else(|| fail("wrk is not installed".into()))?;
+        let wrk = match case.protocol {
+            Protocol::Http1 => {
+                self.tools.wrk.as_deref().ok_or_else(|| fail("wrk is not installed".into()))?
+            }
+            Protocol::H2c => {
+                self.tools.h2load.as_deref().ok_or_else(|| fail("h2load is not installed".into()))?
+            }
+            Protocol::Client => return Err(fail("the client case is run by its peer, not driven".into())),
+        };
         let taskset = match (case.pinned, self.tools.taskset.as_deref()) {
             (true, None) => return Err(fail("taskset is not installed (needed to pin)".into())),
             (true, Some(t)) => Some(t),
@@ -161,6 +208,9 @@ impl HttpRun<'_> {
             .envs(&comp.env)
             .env("PORT", port.to_string())
             .env("WORKERS", case.workers.to_string());
+        if case.protocol == Protocol::H2c {
+            cmd.env("PROTOCOL", "h2c");
+        }
         let mut server =
             Running::spawn(&mut cmd).map_err(|e| fail(format!("cannot start {}: {e}", proc::show(&step))))?;
         let deadline = Instant::now() + comp.timeout;
@@ -181,6 +231,9 @@ impl HttpRun<'_> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         wait_for_port(server, addr, deadline.min(Instant::now() + STARTUP_LIMIT))?;
         check_hello(addr)?;
+        if case.protocol == Protocol::H2c {
+            return self.drive_h2load(server, wrk, taskset, port, case, deadline);
+        }
         let url = format!("http://127.0.0.1:{port}/");
         let wrk_cmd = |secs: u64, latency: bool| {
             let mut cmd = match taskset {
@@ -225,28 +278,111 @@ impl HttpRun<'_> {
             return Err(format!("{} socket errors for {} requests", report.socket_errors, report.requests));
         }
         let cpu_us_per_req = (cpu_after - cpu_before).max(0.0) / report.requests as f64;
-        let sample = |metric: &str, value: f64, unit: &str| Sample {
-            case: case.name.to_string(),
-            metric: metric.to_string(),
-            value,
-            unit: unit.to_string(),
-        };
-        Ok(vec![
-            sample("req_per_s", report.req_per_s, "req/s"),
-            sample("avg_us", report.avg_us, "us"),
-            sample("p99_us", report.p99_us, "us"),
-            sample("cpu_us_per_req", cpu_us_per_req, "us"),
-        ])
+        Ok(samples(case, report.req_per_s, report.avg_us, report.p99_us, cpu_us_per_req))
     }
+}
+
+impl HttpRun<'_> {
+    /// Step 4 for an h2c case: h2load instead of wrk (`tool` is h2load's path).
+    fn drive_h2load(
+        &self,
+        server: &mut Running,
+        tool: &Path,
+        taskset: Option<&Path>,
+        port: u16,
+        case: HttpCase,
+        deadline: Instant,
+    ) -> Result<Vec<Sample>, String> {
+        let url = format!("http://127.0.0.1:{port}/");
+        let log = std::env::temp_dir().join(format!("tournament-h2load-{}-{port}.tsv", std::process::id()));
+        let h2load_cmd = |secs: u64, log: Option<&Path>| {
+            let mut cmd = match taskset {
+                Some(taskset) => {
+                    let mut cmd = Command::new(taskset);
+                    cmd.args(["-c", &pinned_cpus().1.to_string()]).arg(tool);
+                    cmd
+                }
+                None => Command::new(tool),
+            };
+            cmd.arg(format!("-t{}", self.settings.threads))
+                .arg(format!("-c{}", self.settings.connections))
+                .arg("-m1")
+                .arg(format!("-D{secs}"));
+            if let Some(log) = log {
+                cmd.arg(format!("--log-file={}", log.display()));
+            }
+            cmd.arg(&url);
+            cmd
+        };
+        if self.settings.warmup_s > 0 {
+            run_tool("h2load", &mut h2load_cmd(self.settings.warmup_s, None), self.settings.warmup_s)
+                .map_err(|e| format!("h2load warm-up: {e}"))?;
+        }
+        let cpu_before = procfs::tree_cpu_us(server.pid());
+        let output = run_tool(
+            "h2load",
+            &mut h2load_cmd(self.settings.duration_s, Some(&log)),
+            self.settings.duration_s,
+        );
+        let cpu_after = procfs::tree_cpu_us(server.pid());
+        let log_text = std::fs::read_to_string(&log);
+        let _ = std::fs::remove_file(&log);
+        let output = output?;
+        if let Some(exit) = server.try_exit() {
+            return Err(format!("server {} during the measurement", exit.describe()));
+        }
+        if Instant::now() > deadline {
+            return Err("the run took longer than timeout_s".into());
+        }
+        let report = h2load::parse(&output).map_err(|e| format!("cannot read h2load's report: {e}"))?;
+        if !output.contains("Application protocol: h2c") {
+            return Err("h2load did not speak h2c with the server".into());
+        }
+        if report.requests == 0 {
+            return Err("h2load completed no requests".into());
+        }
+        if report.non_2xx > 0 {
+            return Err(format!("{} of {} responses were 4xx/5xx", report.non_2xx, report.requests));
+        }
+        if report.failed * 100 > report.requests {
+            return Err(format!("{} failed requests for {} done", report.failed, report.requests));
+        }
+        let log_text = log_text.map_err(|e| format!("cannot read h2load's request log: {e}"))?;
+        let (avg_us, p99_us) =
+            h2load::log_stats_us(&log_text).ok_or("h2load's request log has no requests")?;
+        let cpu_us_per_req = (cpu_after - cpu_before).max(0.0) / report.requests as f64;
+        Ok(samples(case, report.req_per_s, avg_us, p99_us, cpu_us_per_req))
+    }
+}
+
+/// The four metrics of one run of `case`.
+fn samples(case: HttpCase, req_per_s: f64, avg_us: f64, p99_us: f64, cpu_us_per_req: f64) -> Vec<Sample> {
+    let sample = |metric: &str, value: f64, unit: &str| Sample {
+        case: case.name.to_string(),
+        metric: metric.to_string(),
+        value,
+        unit: unit.to_string(),
+    };
+    vec![
+        sample("req_per_s", req_per_s, "req/s"),
+        sample("avg_us", avg_us, "us"),
+        sample("p99_us", p99_us, "us"),
+        sample("cpu_us_per_req", cpu_us_per_req, "us"),
+    ]
 }
 
 /// Runs wrk and returns its stdout, or why it failed.
 fn run_wrk(cmd: &mut Command, secs: u64) -> Result<String, String> {
+    run_tool("wrk", cmd, secs)
+}
+
+/// Runs a load generator (`name` for messages) and returns its stdout, or why it failed.
+fn run_tool(name: &str, cmd: &mut Command, secs: u64) -> Result<String, String> {
     let done = proc::run(cmd, Duration::from_secs(secs) + WRK_SLACK)
-        .map_err(|e| format!("cannot start wrk: {e}"))?;
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     if !done.exit.success() {
         let out = proc::tail(&format!("{}\n{}", done.stdout, done.stderr), 5);
-        return Err(format!("wrk {}: {out}", done.exit.describe()));
+        return Err(format!("{name} {}: {out}", done.exit.describe()));
     }
     Ok(done.stdout)
 }

@@ -22,6 +22,7 @@ pub mod aggregate;
 pub mod charts;
 pub mod cli;
 pub mod driver;
+pub mod h2load;
 pub mod http;
 pub mod machine;
 pub mod manifest;

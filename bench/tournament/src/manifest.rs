@@ -73,6 +73,13 @@ pub struct Competitor {
     pub timeout: Duration,
     /// How it is built and run, in one line, for the report.
     pub notes: String,
+    /// Whether it also answers HTTP/2 with prior knowledge (h2c) on its port: the http suite
+    /// then runs its `h2c_*` cases too (manifest `h2c = true`; default false).
+    pub h2c: bool,
+    /// The http suite's `client_keepalive` case: a command that measures an HTTP client and
+    /// prints its JSON line, like a non-http peer (`--quick` appended in quick mode). The case
+    /// runs only for competitors that name one (manifest `client = [...]`).
+    pub client: Option<Step>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +113,9 @@ struct RawCompetitor {
     timeout_s: Option<u64>,
     #[serde(default)]
     notes: String,
+    #[serde(default)]
+    h2c: bool,
+    client: Option<Step>,
 }
 
 /// Why a manifest could not be used.
@@ -183,6 +193,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
             return err(format!("competitor `{}` appears twice", c.name));
         }
         check_step(&format!("`run` of competitor `{}`", c.name), &c.run)?;
+        if let Some(client) = &c.client {
+            check_step(&format!("`client` of competitor `{}`", c.name), client)?;
+        }
         let timeout = match c.timeout_s {
             Some(0) => return err(format!("competitor `{}` has timeout_s = 0", c.name)),
             Some(secs) => Duration::from_secs(secs),
@@ -195,6 +208,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
             env: c.env,
             timeout,
             notes: c.notes.trim().to_string(),
+            h2c: c.h2c,
+            client: c.client,
         });
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
@@ -358,6 +373,19 @@ run = ["bin/fibers", "-mode", "thread"]
         let d = &m.competitors[1];
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
         assert!(d.quick.is_empty() && d.env.is_empty() && d.notes.is_empty());
+    }
+
+    #[test]
+    fn reads_the_http_suite_h2c_flag_and_client_command() {
+        let text = "language = \"Rust\"\nsuite = \"http\"\n[[competitor]]\nname = \"spindle\"\nrun = [\"./server\"]\n\
+                    h2c = true\nclient = [\"./server\", \"--client\", \"spindle\"]\n[[competitor]]\nname = \"node\"\nrun = [\"node\"]\n";
+        let m = parse(text, &path("http.peer.toml")).unwrap();
+        let (ours, node) = (&m.competitors[0], &m.competitors[1]);
+        assert!(ours.h2c);
+        assert_eq!(ours.client, Some(vec!["./server".to_string(), "--client".into(), "spindle".into()]));
+        assert!(!node.h2c && node.client.is_none());
+        let empty_client = text.replace("client = [\"./server\", \"--client\", \"spindle\"]", "client = []");
+        assert!(error_of(&empty_client, "http.peer.toml").contains("`client` of competitor `spindle`"));
     }
 
     #[test]

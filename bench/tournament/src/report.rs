@@ -263,8 +263,19 @@ fn header(out: &mut String, input: &ReportInput) {
         "- **HTTP:** each run starts the server afresh, warms it with wrk for {} s, then measures \
          `wrk -t{} -c{} -d{}s --latency`; `hello_1w` pins the server to CPU {} and wrk to CPU {} \
          with taskset, `hello_2w` is unpinned. CPU µs/request is the server process tree's \
-         utime+stime during the measurement ÷ requests.\n",
-        h.warmup_s, h.threads, h.connections, h.duration_s, input.pinned.0, input.pinned.1
+         utime+stime during the measurement ÷ requests. `h2c_1w`/`h2c_2w` are the same with \
+         `h2load -t{} -c{} -m1 -D{}` over HTTP/2 with prior knowledge (h2load warm-up as for \
+         wrk; latencies from h2load's per-request log); `client_keepalive` is measured by the \
+         peer itself.\n",
+        h.warmup_s,
+        h.threads,
+        h.connections,
+        h.duration_s,
+        input.pinned.0,
+        input.pinned.1,
+        h.threads,
+        h.connections,
+        h.duration_s
     ));
 }
 

@@ -3,7 +3,9 @@
 //! Schedule:
 //!
 //! 1. The units of work are *slots*: one per competitor, or one per (competitor, case) in the
-//!    http suite, where the harness drives each case separately.
+//!    http suite, where the harness drives each case separately (the `h2c_*` cases only for
+//!    competitors whose manifest says `h2c = true`, the `client_keepalive` case only for those
+//!    that name a `client` command, which runs like a non-http competitor).
 //! 2. Unless disabled (quick mode), every slot runs once and the result is discarded.
 //! 3. Then `runs` rounds: each round runs every slot once, in the same order, so drift on the
 //!    machine (thermal, other load) hits every competitor alike.
@@ -105,7 +107,7 @@ pub fn run_suite_sampled(
     let mut slots = Vec::new();
     for (i, entrant) in entrants.iter().enumerate() {
         if plan.suite == Suite::Http {
-            for &case in &plan.http_cases {
+            for &case in http::cases_for(&plan.http_cases, &entrant.competitor) {
                 slots.push(Slot { entrant, case: Some(case), outcome: i, stopped: false });
             }
         } else {
@@ -159,7 +161,7 @@ pub fn run_suite_sampled(
 
 fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Result<record::Parsed, Failure> {
     let comp = &entrant.competitor;
-    if let Some(case) = case {
+    if let Some(case) = case.filter(|c| c.protocol != http::Protocol::Client) {
         let run = HttpRun {
             dir: &entrant.dir,
             settings: &plan.http,
@@ -173,6 +175,13 @@ fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Res
     let mut step = comp.run.clone();
     if plan.quick {
         step.extend(comp.quick.iter().cloned());
+    }
+    if let Some(client) = case.and(comp.client.as_ref()) {
+        // The http suite's client case: the peer measures and prints, as in the other suites.
+        step = client.clone();
+        if plan.quick {
+            step.push("--quick".into());
+        }
     }
     let mut cmd = proc::command(&step, &entrant.dir);
     cmd.envs(plan.env.iter().map(|(k, v)| (k, v))).envs(&comp.env);
@@ -208,6 +217,8 @@ mod tests {
                 env: BTreeMap::from([("GREETING".to_string(), "hi".to_string())]),
                 timeout: Duration::from_secs(30),
                 notes: String::new(),
+                h2c: false,
+                client: None,
             },
             dir: std::env::temp_dir(),
             language: "sh".into(),
@@ -268,5 +279,41 @@ mod tests {
             whats,
             ["hello_1w, run 1 of 1: wrk is not installed", "hello_2w, run 1 of 1: wrk is not installed"]
         );
+    }
+
+    #[test]
+    fn h2c_cases_run_only_for_h2c_servers_and_need_h2load() {
+        let mut server = entrant("spindle", "sleep 30");
+        server.competitor.h2c = true;
+        let mut p = plan(1, false);
+        p.suite = Suite::Http;
+        p.tools.wrk = Some("/bin/true".into());
+        p.http_cases.retain(|c| c.name != "hello_1w" && c.name != "hello_2w");
+        let outcomes = run_suite(&p, &[server, entrant("node", "sleep 30")], &Ui::hidden());
+        let whats: Vec<_> = outcomes[0].failures.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            ["h2c_1w, run 1 of 1: h2load is not installed", "h2c_2w, run 1 of 1: h2load is not installed"]
+        );
+        // No h2c and no client command: none of these cases is its.
+        assert!(outcomes[1].failures.is_empty() && outcomes[1].runs.is_empty());
+    }
+
+    #[test]
+    fn the_client_case_runs_the_client_command_with_quick() {
+        // `sh -c SCRIPT sh --quick`: the value says whether `--quick` arrived as $1.
+        let script = r#"if [ "$1" = --quick ]; then v=1; else v=2; fi; echo "{\"suite\":\"http\",\"case\":\"client_keepalive\",\"competitor\":\"spindle\",\"metric\":\"req_per_s\",\"value\":$v}""#;
+        let mut client = entrant("spindle", "exit 9");
+        client.competitor.client = Some(vec!["sh".into(), "-c".into(), script.into(), "sh".into()]);
+        let mut p = plan(1, false);
+        p.suite = Suite::Http;
+        p.quick = true;
+        p.http_cases.retain(|c| c.protocol == http::Protocol::Client);
+        let outcomes = run_suite(&p, &[client], &Ui::hidden());
+        assert!(outcomes[0].failures.is_empty(), "{:?}", outcomes[0].failures);
+        assert_eq!(outcomes[0].runs.len(), 1);
+        let sample = &outcomes[0].runs[0][0];
+        assert_eq!((sample.case.as_str(), sample.metric.as_str()), ("client_keepalive", "req_per_s"));
+        assert_eq!(sample.value, 1.0, "the command got --quick as its argument");
     }
 }

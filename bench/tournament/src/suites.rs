@@ -110,6 +110,9 @@ const HTTP_METRICS: &[&str] = &["req_per_s", "avg_us", "p99_us", "cpu_us_per_req
 const HTTP_CASES: &[CaseSpec] = &[
     CaseSpec { name: "hello_1w", metrics: HTTP_METRICS },
     CaseSpec { name: "hello_2w", metrics: HTTP_METRICS },
+    CaseSpec { name: "h2c_1w", metrics: HTTP_METRICS },
+    CaseSpec { name: "h2c_2w", metrics: HTTP_METRICS },
+    CaseSpec { name: "client_keepalive", metrics: &["req_per_s"] },
 ];
 
 const RPC_OP: &[&str] = &["ns_per_op", "bytes_per_op", "allocs_per_op"];
@@ -232,7 +235,10 @@ impl Suite {
             }
             Suite::Http => {
                 "A hello-world HTTP server under wrk (shapes of seed 001), with 1 worker pinned \
-                 and 2 workers unpinned, and the server's CPU time per request."
+                 and 2 workers unpinned, and the server's CPU time per request; the h2c_* cases \
+                 are the same over HTTP/2 with prior knowledge under h2load, for the servers \
+                 that speak it; client_keepalive is an HTTP client's keep-alive GETs against \
+                 a local spindle-http hello server."
             }
             Suite::Rpc => {
                 "gRPC in process and over loopback (shapes of seed 000): unary by payload size, \

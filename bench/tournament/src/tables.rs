@@ -290,6 +290,8 @@ fn http(v: &View) -> String {
     for (case, title) in [
         ("hello_1w", "1 worker (server and wrk pinned to one CPU each)"),
         ("hello_2w", "2 workers (unpinned)"),
+        ("h2c_1w", "HTTP/2 (h2c), 1 worker (server and h2load pinned to one CPU each)"),
+        ("h2c_2w", "HTTP/2 (h2c), 2 workers (unpinned)"),
     ] {
         heading(&mut out, title);
         let mut t = Table::new(
@@ -312,7 +314,7 @@ fn http(v: &View) -> String {
         let idle: Vec<&str> = v
             .competitors_for(&[case])
             .into_iter()
-            .filter(|c| case == "hello_1w" && cores(v, case, c).is_some_and(|k| k < UNSATURATED))
+            .filter(|c| case.ends_with("_1w") && cores(v, case, c).is_some_and(|k| k < UNSATURATED))
             .collect();
         let note = format!(
             "Not saturated (server CPU below {UNSATURATED} cores, so wrk or other load on the machine \
@@ -368,6 +370,16 @@ fn http(v: &View) -> String {
             "Speed-up ÷ CPU growth below 1× means the extra CPU bought less than proportional throughput (seed 001).",
         ],
     );
+    heading(&mut out, "HTTP client: keep-alive GETs from 64 requesters against a spindle-http hello server");
+    let mut t = Table::new(&["Competitor"], &["Req/s", &vs]);
+    for c in ranked(v, "client_keepalive", "req_per_s") {
+        t.row(vec![
+            v.display(c),
+            v.cell("client_keepalive", c, "req_per_s"),
+            v.ratio_cell("client_keepalive", c, "req_per_s"),
+        ]);
+    }
+    emit(&mut out, v, &t, &[]);
     out
 }
 

@@ -6,14 +6,27 @@
 //! WORKERS=1: a current_thread runtime (everything on the main thread) or a multi_thread
 //! runtime with one worker.
 //!
+//! With `PROTOCOL=h2c` in the environment (the tournament's `h2c_*` cases), the tokio server
+//! serves each connection with hyper-util's auto builder instead (HTTP/2 by prior knowledge,
+//! and HTTP/1.1 for any other connection), its HTTP/2 streams spawned on tokio
+//! (`TokioExecutor`), hyper's HTTP/2 defaults otherwise.
+//!
 //! `--server spindle` (competitor `spindle`): spindle-http (hyper 1.x driven by one spindle
 //! fiber per connection, the handler a plain blocking function), one spindle runtime with
 //! WORKERS worker threads (spindle-http's default Accept::RoundRobin; SPINDLE_HTTP_ACCEPT
-//! picks another design). `--no-header-timeout` turns off its header read
+//! picks another design). spindle-http answers HTTP/1.1 and h2c prior knowledge on the same
+//! port whatever PROTOCOL says. `--no-header-timeout` turns off its header read
 //! timeout (hyper then arms no timer per request, as in the tokio server, which sets none).
 //!
-//! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads).
+//! `--client spindle|tokio [--quick]`: the `client_keepalive` case instead of a server: HTTP
+//! clients against a spindle-http hello server this program starts (see `client.rs`); prints
+//! its JSON line.
+//!
+//! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads), PROTOCOL
+//! (`http1`, the default, or `h2c`).
 //! SIGTERM's default action ends the process.
+
+mod client;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,7 +38,8 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
 static BODY: &[u8] = b"Hello, World!";
@@ -36,7 +50,7 @@ async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(res)
 }
 
-async fn serve(addr: SocketAddr) {
+async fn serve(addr: SocketAddr, h2c: bool) {
     let listener = TcpListener::bind(addr).await.expect("bind");
     loop {
         let (stream, _) = match listener.accept().await {
@@ -47,6 +61,13 @@ async fn serve(addr: SocketAddr) {
             }
         };
         let _ = stream.set_nodelay(true);
+        if h2c {
+            tokio::spawn(async move {
+                let builder = auto::Builder::new(TokioExecutor::new());
+                let _ = builder.serve_connection(TokioIo::new(stream), service_fn(hello)).await;
+            });
+            continue;
+        }
         tokio::spawn(async move {
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(hello)).await;
         });
@@ -85,23 +106,38 @@ fn main() {
     let mut single = String::from("current");
     let mut server = String::from("tokio");
     let mut header_timeout = true;
+    let mut client = None;
+    let mut quick = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--single" => single = args.next().expect("--single current|multi"),
             "--server" => server = args.next().expect("--server tokio|spindle"),
             "--no-header-timeout" => header_timeout = false,
+            "--client" => client = Some(args.next().expect("--client spindle|tokio")),
+            "--quick" => quick = true,
             _ => {
                 eprintln!(
-                    "usage: http-peer [--server tokio|spindle] [--single current|multi] [--no-header-timeout]  (env PORT, WORKERS)"
+                    "usage: http-peer [--server tokio|spindle] [--single current|multi] [--no-header-timeout]  (env PORT, WORKERS, PROTOCOL)\n       http-peer --client spindle|tokio [--quick]"
                 );
                 std::process::exit(2);
             }
         }
     }
+    if let Some(client) = client {
+        return client::main(&client, quick);
+    }
     let port = env_num("PORT", 8080) as u16;
     let workers = env_num("WORKERS", 1).max(1);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let h2c = match std::env::var("PROTOCOL").as_deref() {
+        Ok("h2c") => true,
+        Ok("http1") | Err(_) => false,
+        Ok(other) => {
+            eprintln!("unknown PROTOCOL {other}: http1 or h2c");
+            std::process::exit(2);
+        }
+    };
     match server.as_str() {
         "tokio" => {}
         "spindle" => return serve_spindle(addr, workers, header_timeout),
@@ -117,5 +153,5 @@ fn main() {
     }
     .expect("runtime");
     // The accept loop is a spawned task, so that it runs on a worker thread in both flavors.
-    rt.block_on(async move { tokio::spawn(serve(addr)).await.unwrap() });
+    rt.block_on(async move { tokio::spawn(serve(addr, h2c)).await.unwrap() });
 }
