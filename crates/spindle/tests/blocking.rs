@@ -58,8 +58,18 @@ fn the_pool_is_bounded_and_queues_the_rest() {
 #[test]
 fn shutdown_cancels_queued_jobs() {
     let rt = Builder::new().worker_threads(1).max_blocking_threads(1).build().unwrap();
-    let first = rt.spawn_blocking(|| std::thread::sleep(Duration::from_millis(50)));
+    let started = Arc::new(AtomicUsize::new(0));
+    let flag = started.clone();
+    let first = rt.spawn_blocking(move || {
+        flag.store(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+    });
     let queued = rt.spawn_blocking(|| 1);
+    // The first job must be running (not merely queued) when the runtime shuts down: on a slow
+    // machine (or under a sanitizer) it may not have started yet, and would be cancelled.
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
     drop(rt);
     assert!(first.join().is_ok(), "a running job finishes");
     match queued.join() {
