@@ -6,8 +6,9 @@
 //! - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
 //!   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
 //!   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
-//! - Each job's result goes to one [`BlockingHandle`] through a small completion cell (lock,
-//!   result, waker or waiter); the job's panic is caught and handed over as its `Err`.
+//! - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
+//!   and tasks use too (module `park::completion`); the job's panic is caught and handed over
+//!   as its `Err`.
 //! - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
 //!   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
 //!   interrupted), and their handles still get the results.
@@ -18,13 +19,13 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::Duration;
 
-use crate::fiber::Cancelled;
+use crate::error::{Cancelled, JoinError};
+use crate::park::completion::{Completion, Joiner};
 use crate::sync::lock;
-use crate::sync::waiter::{self, Waiter};
 
 type Job = Box<dyn FnOnce(bool) + Send>;
 
@@ -67,18 +68,19 @@ impl BlockingPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let cell = Arc::new(Completion::<T>::default());
+        let cell = Arc::new(JobCell::<T>::new());
         let done = cell.clone();
         // `run` is false when the pool shut down before the job started.
         let job: Job = Box::new(move |run| {
-            let result = if run { catch_unwind(AssertUnwindSafe(f)) } else { Err(Box::new(Cancelled) as _) };
+            let result =
+                if run { catch_unwind(AssertUnwindSafe(f)) } else { Err(Box::new(Cancelled::SHUTDOWN) as _) };
             done.complete(result);
         });
         let mut state = lock(&self.state);
         if state.shutdown {
             drop(state);
             job(false);
-            return BlockingHandle { cell };
+            return BlockingHandle::new(cell);
         }
         state.queue.push_back(job);
         if state.idle > 0 {
@@ -101,7 +103,7 @@ impl BlockingPool {
                 }
             }
         }
-        BlockingHandle { cell }
+        BlockingHandle::new(cell)
     }
 
     fn worker_loop(self: Arc<Self>) {
@@ -142,66 +144,58 @@ impl BlockingPool {
     }
 }
 
-struct Slot<T> {
-    result: Option<thread::Result<T>>,
-    taken: bool,
-    waker: Option<Waker>,
-    waiter: Option<Waiter>,
+/// A job's result and its completion (module `park::completion`).
+struct JobCell<T> {
+    completion: Completion,
+    /// Written once by the job before `completion` completes; read once by the joiner after.
+    result: std::cell::UnsafeCell<Option<thread::Result<T>>>,
 }
 
-impl<T> Default for Slot<T> {
-    fn default() -> Self {
-        Slot { result: None, taken: false, waker: None, waiter: None }
+// SAFETY: `result` is written by the job's thread before the completion is published
+// (release) and read only by the single joiner after it observed completion (acquire), the
+// completion protocol of module `park::completion`; T moves between those threads.
+unsafe impl<T: Send> Sync for JobCell<T> {}
+
+impl<T> JobCell<T> {
+    fn new() -> JobCell<T> {
+        JobCell { completion: Completion::new(), result: std::cell::UnsafeCell::new(None) }
     }
-}
 
-struct Completion<T> {
-    slot: Mutex<Slot<T>>,
-}
-
-impl<T> Default for Completion<T> {
-    fn default() -> Self {
-        Completion { slot: Mutex::new(Slot::default()) }
-    }
-}
-
-impl<T> Completion<T> {
     fn complete(&self, result: thread::Result<T>) {
-        let (waker, waiter) = {
-            let mut slot = lock(&self.slot);
-            slot.result = Some(result);
-            (slot.waker.take(), slot.waiter.take())
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-        if let Some(w) = waiter {
-            w.wake();
-        }
+        // SAFETY: only the job writes, once, before publishing completion (see the Sync impl).
+        unsafe { *self.result.get() = Some(result) };
+        self.completion.complete();
     }
 }
 
 /// The result of a [`spawn_blocking`](crate::spawn_blocking) job: wait for it with
 /// [`join`](Self::join) (parks a fiber, blocks a thread) or `.await` it.
 pub struct BlockingHandle<T> {
-    cell: Arc<Completion<T>>,
+    cell: Arc<JobCell<T>>,
+    joiner: Joiner,
+    /// The result was taken (a poll after completion is a misuse).
+    taken: bool,
 }
 
 impl<T> BlockingHandle<T> {
-    /// Waits for the job; `Err` carries its panic, or `Cancelled` if the runtime shut down
-    /// before it started.
-    pub fn join(self) -> thread::Result<T> {
-        loop {
-            {
-                let mut slot = lock(&self.cell.slot);
-                if let Some(r) = slot.result.take() {
-                    slot.taken = true;
-                    return r;
-                }
-                slot.waiter = Some(Waiter::current());
-            }
-            waiter::park_on("spawn_blocking join");
-        }
+    fn new(cell: Arc<JobCell<T>>) -> BlockingHandle<T> {
+        BlockingHandle { cell, joiner: Joiner::default(), taken: false }
+    }
+
+    fn take(&mut self) -> Result<T, JoinError> {
+        self.taken = true;
+        // SAFETY: completion was observed (acquire) and this handle is the single joiner.
+        let result = unsafe { (*self.cell.result.get()).take() };
+        result.expect("a spawn_blocking result taken twice").map_err(JoinError::from_payload)
+    }
+
+    /// Waits for the job; `Err` says it panicked, or was cancelled because the runtime shut
+    /// down before it started.
+    #[track_caller]
+    pub fn join(mut self) -> Result<T, JoinError> {
+        crate::sched::caller::blocking_caller("spawn_blocking join");
+        self.cell.completion.join(&self.joiner, "spawn_blocking join");
+        self.take()
     }
 
     /// Waits at most `timeout` for the job: `Ok` with what [`join`](Self::join) gives, or
@@ -214,54 +208,46 @@ impl<T> BlockingHandle<T> {
     /// let h = h.join_timeout(Duration::from_millis(1)).unwrap_err();
     /// h.join().unwrap();
     /// ```
-    pub fn join_timeout(self, timeout: std::time::Duration) -> Result<thread::Result<T>, BlockingHandle<T>> {
-        match crate::sync::wait::deadline_in(timeout) {
+    #[track_caller]
+    pub fn join_timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> Result<Result<T, JoinError>, BlockingHandle<T>> {
+        match crate::park::wait::deadline_in(timeout) {
             Some(deadline) => self.join_deadline(deadline),
             None => Ok(self.join()),
         }
     }
 
     /// Waits until `deadline` at the latest; see [`join_timeout`](Self::join_timeout).
-    pub fn join_deadline(self, deadline: std::time::Instant) -> Result<thread::Result<T>, BlockingHandle<T>> {
-        loop {
-            {
-                let mut slot = lock(&self.cell.slot);
-                if let Some(r) = slot.result.take() {
-                    slot.taken = true;
-                    return Ok(r);
-                }
-                if std::time::Instant::now() >= deadline {
-                    slot.waiter = None;
-                    break;
-                }
-                slot.waiter = Some(Waiter::current());
-            }
-            waiter::park_until(Some(deadline), "spawn_blocking join (with timeout)");
+    #[track_caller]
+    pub fn join_deadline(
+        mut self,
+        deadline: std::time::Instant,
+    ) -> Result<Result<T, JoinError>, BlockingHandle<T>> {
+        crate::sched::caller::blocking_caller("spawn_blocking join (with timeout)");
+        if self.cell.completion.wait_until(&self.joiner, deadline, "spawn_blocking join (with timeout)") {
+            Ok(self.take())
+        } else {
+            Err(self)
         }
-        Err(self)
     }
 
     /// Whether the job has finished.
     pub fn is_finished(&self) -> bool {
-        lock(&self.cell.slot).result.is_some()
+        self.cell.completion.is_complete()
     }
 }
 
 impl<T> Future for BlockingHandle<T> {
-    type Output = thread::Result<T>;
+    type Output = Result<T, JoinError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<thread::Result<T>> {
-        let mut slot = lock(&self.cell.slot);
-        match slot.result.take() {
-            Some(r) => {
-                slot.taken = true;
-                Poll::Ready(r)
-            }
-            None => {
-                assert!(!slot.taken, "a BlockingHandle polled after it completed");
-                slot.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        let this = self.get_mut();
+        assert!(!this.taken, "a BlockingHandle polled after it completed");
+        match this.cell.completion.poll(&this.joiner, cx) {
+            Poll::Ready(()) => Poll::Ready(this.take()),
+            Poll::Pending => Poll::Pending,
         }
     }
 }

@@ -36,17 +36,16 @@
 pub mod blocking;
 #[cfg(feature = "tokio-compat")]
 pub mod compat;
+mod error;
 pub mod fiber;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
 mod loom;
 pub mod net;
-/// The markers of [`BlockOn`]'s two implementations (closures and futures).
-pub mod runtime {
-    pub use crate::sched::block_on::{Async, BlockOn, Closure};
-}
+pub(crate) mod park;
 pub(crate) mod reactor;
 mod report;
+pub mod runtime;
 mod sched;
 pub mod shutdown;
 pub mod signal;
@@ -55,9 +54,11 @@ pub(crate) mod sys;
 pub mod task;
 pub mod time;
 
+pub use error::{CancelReason, Cancelled, JoinError};
 pub use fiber::{spawn, yield_now, JoinHandle};
+pub use runtime::{BlockOn, Builder, Handle, Runtime, RuntimeClosed};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
-pub use sched::{BlockOn, Builder, Handle, Runtime, RuntimeClosed, DEFAULT_STACK_SIZE};
+pub use sched::DEFAULT_STACK_SIZE;
 /// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime (crate `spindle-macros`).
 pub use spindle_macros::main;
 /// `#[spindle::test]`: a `#[test]` (plain or `async`) run on a new runtime per test.

@@ -52,12 +52,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::park::waker_set::WakerSet;
+use crate::park::{self, WaitList, WaitNode};
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::signal::SignalKind;
 use crate::sync::lock;
-use crate::sync::waiter::{self, WaitList, WaitNode};
-use crate::sync::waker_set::WakerSet;
 
 /// A shutdown signal shared by a runtime and everything running on it. Cloning shares it.
 #[derive(Clone, Default)]
@@ -129,7 +129,7 @@ impl ShutdownToken {
             (w.trigger.take_all(), w.trigger_wakers.take_all())
         };
         for node in parked {
-            waiter::wake(node);
+            park::wake(node);
         }
         for waker in wakers {
             waker.wake();
@@ -190,7 +190,7 @@ impl ShutdownToken {
     #[track_caller]
     fn wait_drained_until(&self, deadline: Instant) -> bool {
         let (in_fiber, timer) = match blocking_caller("shutdown drain") {
-            Caller::Fiber(w) => (true, Some(w.add_timer(deadline, w.current_waker()))),
+            Caller::Fiber(w) => (true, Some(w.add_timer(deadline, crate::park::fiber_waker(w)))),
             Caller::Thread => (false, None),
         };
         let node = WaitNode::new();
@@ -207,7 +207,7 @@ impl ShutdownToken {
                 w.drained.push(&node);
             }
             if in_fiber {
-                waiter::park_on("shutdown drain");
+                park::park_on("shutdown drain");
             } else {
                 std::thread::park_timeout(deadline.saturating_duration_since(Instant::now()));
             }
@@ -237,7 +237,7 @@ impl ShutdownToken {
                 }
                 which(&mut w).push(&node);
             }
-            waiter::park_on(reason);
+            park::park_on(reason);
         }
     }
 }
@@ -274,7 +274,7 @@ impl Drop for InFlight {
         if state.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             let drained = lock(&state.waiters).drained.take_all();
             for node in drained {
-                waiter::wake(node);
+                park::wake(node);
             }
         }
     }

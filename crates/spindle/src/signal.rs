@@ -55,10 +55,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
+use crate::park::waker_set::WakerSet;
+use crate::park::{self, WaitList, WaitNode};
 use crate::sched::caller::blocking_caller;
 use crate::sync::lock;
-use crate::sync::waiter::{self, WaitList, WaitNode};
-use crate::sync::waker_set::WakerSet;
 
 /// Signal numbers are below this (Linux: 1..=64).
 const MAX_SIGNAL: usize = 65;
@@ -201,7 +201,7 @@ fn dispatch(mut read: UnixStream) {
                 (w.parked.take_all(), w.wakers.take_all(), w.callbacks.clone())
             };
             for node in parked {
-                waiter::wake(node);
+                park::wake(node);
             }
             for waker in wakers {
                 waker.wake();
@@ -344,7 +344,7 @@ impl Signal {
                 }
                 w.parked.push(&node);
             }
-            waiter::park_on("signal");
+            park::park_on("signal");
         }
     }
 

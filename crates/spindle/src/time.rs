@@ -45,7 +45,7 @@ pub fn sleep_until(deadline: Instant) {
     if Instant::now() >= deadline {
         return;
     }
-    let key = worker.add_timer(deadline, worker.current_waker());
+    let key = worker.add_timer(deadline, crate::park::fiber_waker(worker));
     // Cancels the timer on every way out, including the unwinding of a cancelled fiber.
     struct Cancel(TimerHandle);
     impl Drop for Cancel {
@@ -57,7 +57,7 @@ pub fn sleep_until(deadline: Instant) {
     }
     let _cancel = Cancel(key);
     while Instant::now() < deadline {
-        crate::sync::waiter::park_on("sleep");
+        crate::park::park_on("sleep");
     }
 }
 
@@ -86,8 +86,8 @@ where
     }
     match handle.join() {
         Ok(v) => Ok(v),
-        Err(payload) if payload.is::<crate::fiber::Cancelled>() => Err(Elapsed),
-        Err(payload) => std::panic::resume_unwind(payload),
+        Err(err) if err.is_cancelled() => Err(Elapsed),
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
     }
 }
 

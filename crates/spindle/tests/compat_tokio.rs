@@ -126,6 +126,7 @@ fn a_panic_in_the_bridged_future_resumes_in_the_fiber() {
     let rt = Runtime::new().unwrap();
     let joined = rt.spawn(|| spindle::compat::block_on(async { panic!("boom in tokio") })).join();
     let payload = joined.unwrap_err();
+    let payload = payload.into_panic();
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in tokio"));
 }
 

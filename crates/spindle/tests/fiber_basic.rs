@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use spindle::fiber::{self, Cancelled};
+use spindle::fiber;
 use spindle::sync::{channel, WaitGroup};
 use spindle::Runtime;
 
@@ -43,6 +43,7 @@ fn a_panic_is_caught_and_returned_by_join() {
     let (message, after) = rt.block_on(|| {
         let h = spindle::spawn(|| -> u32 { panic!("boom in a fiber") });
         let err = h.join().unwrap_err();
+        let err = err.into_panic();
         let message = err.downcast_ref::<&str>().map(|s| s.to_string());
         // The worker keeps running fibers after a panic.
         let after = spindle::spawn(|| 5).join().unwrap();
@@ -207,7 +208,7 @@ fn shutdown_cancels_parked_and_unstarted_fibers_and_runs_destructors() {
     assert_eq!(dropped.load(Ordering::SeqCst), 10, "every parked fiber unwound and dropped its locals");
     for h in parked {
         let err = h.join().unwrap_err();
-        assert!(err.downcast_ref::<Cancelled>().is_some());
+        assert!(err.is_cancelled());
     }
     drop(tx);
 }
@@ -220,5 +221,5 @@ fn join_from_a_thread_after_shutdown_does_not_hang() {
     });
     std::thread::sleep(Duration::from_millis(10));
     drop(rt);
-    assert!(h.join().unwrap_err().downcast_ref::<Cancelled>().is_some());
+    assert!(h.join().unwrap_err().is_cancelled());
 }

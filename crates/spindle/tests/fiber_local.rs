@@ -74,6 +74,7 @@ fn plain_threads_get_their_own_value() {
 fn access_from_an_async_task_is_a_clear_panic() {
     let rt = spindle::Runtime::new().unwrap();
     let err = rt.spawn_async(async { COUNTER.get().get() }).join().unwrap_err();
+    let err = err.into_panic();
     let msg =
         err.downcast_ref::<String>().cloned().or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()));
     assert!(msg.unwrap_or_default().contains("fiber_local! value was accessed from an async task"));

@@ -20,7 +20,7 @@ fn parking_inside_a_no_park_section_panics_naming_it() {
         })
         .join()
         .unwrap_err();
-    let msg = panic_message(err);
+    let msg = panic_message(err.into_panic());
     assert!(msg.contains("the config RefCell borrow") && msg.contains("sleep"), "{msg}");
 
     // After the section ends, parking is fine again, and other fibers are unaffected.
@@ -45,7 +45,7 @@ fn a_watch_ref_held_across_a_wait_panics() {
         })
         .join()
         .unwrap_err();
-    assert!(panic_message(err).contains("watch::Ref"));
+    assert!(panic_message(err.into_panic()).contains("watch::Ref"));
     drop(tx);
 }
 

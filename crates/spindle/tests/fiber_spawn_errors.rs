@@ -74,6 +74,7 @@ fn child_spawn_from_outside() {
     let handle =
         spindle::fiber::Builder::new().name("too-big").stack_size(HUGE).spawn_on(&rt, || ()).unwrap();
     let payload = handle.join().unwrap_err();
+    let payload = payload.into_panic();
     let message = payload.downcast_ref::<String>().expect("the error message is the payload");
     assert!(message.contains("could not allocate"), "{message}");
     eprintln!("CHILD OK");

@@ -184,6 +184,7 @@ fn a_blocking_lookup_from_a_task_panics_naming_lookup_async() {
     let rt = one_worker();
     let resolver = Resolver::with_lookup(|_| Ok(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]));
     let err = rt.spawn_async(async move { resolver.lookup("svc.test") }).join().unwrap_err();
+    let err = err.into_panic();
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("lookup_async"), "{msg}");
 }

@@ -30,6 +30,7 @@ fn blocking_work_does_not_stall_the_worker() {
 fn panics_come_back_as_errors_and_handles_are_futures() {
     let rt = Builder::new().worker_threads(1).build().unwrap();
     let err = rt.spawn_blocking(|| -> u8 { panic!("blocking boom") }).join().unwrap_err();
+    let err = err.into_panic();
     assert_eq!(err.downcast_ref::<&str>(), Some(&"blocking boom"));
     let v = rt.block_on(|| spindle::task::block_on(spindle::spawn_blocking(|| 6 * 7)).unwrap());
     assert_eq!(v, 42);
@@ -74,6 +75,6 @@ fn shutdown_cancels_queued_jobs() {
     assert!(first.join().is_ok(), "a running job finishes");
     match queued.join() {
         Ok(v) => assert_eq!(v, 1), // it may have started before the shutdown
-        Err(e) => assert!(e.is::<spindle::fiber::Cancelled>()),
+        Err(e) => assert!(e.is_cancelled()),
     }
 }

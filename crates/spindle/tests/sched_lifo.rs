@@ -1,4 +1,4 @@
-//! The LIFO slots (module `sched::worker`, invariant 7): a task or fiber woken by code running
+//! The LIFO slots (module `sched::worker`, "LIFO slots"): a task or fiber woken by code running
 //! on its worker runs next, ahead of older queued work; the cap on consecutive LIFO runs keeps
 //! a ping-pong pair from starving the rest (tasks, fibers, timers); a flood of wake-ups is
 //! still stolen by an idle worker; and no wake-up is lost when pairs play across workers.

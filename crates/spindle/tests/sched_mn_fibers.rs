@@ -179,7 +179,7 @@ fn shutdown_with_fibers_parked_on_every_worker_ends_cleanly() {
     started.wait();
     drop(rt);
     for h in handles {
-        assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+        assert!(h.join().unwrap_err().is_cancelled());
     }
 }
 
@@ -328,12 +328,12 @@ fn a_pinned_spawn_aimed_at_a_worker_that_already_stopped_is_cancelled() {
         .unwrap();
     parked.wait();
     drop_within_a_minute(rt);
-    assert!(holder.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(holder.join().unwrap_err().is_cancelled());
     let late = rx.recv_timeout(Duration::from_secs(5)).expect("the destructor spawned");
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = done_tx.send(late.join());
     });
     let result = done_rx.recv_timeout(Duration::from_secs(60)).expect("joining the late fiber hung");
-    assert!(result.unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(result.unwrap_err().is_cancelled());
 }

@@ -10,7 +10,6 @@ use std::task::Poll;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use spindle::fiber::Cancelled;
 use spindle::task::yield_now;
 use spindle::{Builder, Runtime};
 
@@ -126,7 +125,7 @@ fn shutdown_cancels_every_task_exactly_once_wherever_it_ran() {
         assert_eq!(drops.load(Ordering::SeqCst), 300, "every future dropped exactly once");
         for h in handles {
             let err = h.join().unwrap_err();
-            assert!(err.downcast_ref::<Cancelled>().is_some());
+            assert!(err.is_cancelled());
         }
     }
 }
@@ -259,5 +258,5 @@ fn shutdown_drops_pending_local_tasks_on_their_worker() {
     });
     drop(rt);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
-    assert!(handle.join().unwrap_err().downcast_ref::<Cancelled>().is_some());
+    assert!(handle.join().unwrap_err().is_cancelled());
 }

@@ -173,9 +173,11 @@ fn a_blocking_wait_from_a_task_panics_naming_the_async_form() {
     tx.send(1).unwrap();
     // Even with a value ready: the misuse is reported at once, not only when it would park.
     let err = rt.spawn_async(async move { rx.recv_timeout(Duration::from_millis(1)) }).join().unwrap_err();
+    let err = err.into_panic();
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("async task") && msg.contains("recv_async"), "{msg}");
     let sem = Arc::new(spindle::sync::Semaphore::new(1));
     let err = rt.spawn_async(async move { drop(sem.acquire()) }).join().unwrap_err();
+    let err = err.into_panic();
     assert!(err.downcast_ref::<String>().is_some_and(|m| m.contains("async task")));
 }

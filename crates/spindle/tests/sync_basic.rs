@@ -148,7 +148,7 @@ fn a_waiter_that_unwinds_leaves_the_channel_usable() {
         std::thread::sleep(Duration::from_millis(20));
         drop(rt);
         let err = parked.join().unwrap_err();
-        assert!(err.is::<spindle::fiber::Cancelled>());
+        assert!(err.is_cancelled());
     }
     tx.send(5).unwrap();
     assert_eq!(rx.recv(), Ok(5));

@@ -166,6 +166,7 @@ fn blocking_select_in_a_task_panics_pointing_to_select_async() {
         })
         .join()
         .unwrap_err();
+    let err = err.into_panic();
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("select_async!"), "{msg}");
 }

@@ -21,7 +21,7 @@ fn sleep_in_a_task_panics_and_names_sleep_future() {
     let rt = runtime();
     let start = Instant::now();
     let err = rt.spawn_async(async { spindle::time::sleep(Duration::from_millis(200)) }).join().unwrap_err();
-    let message = panic_message(err);
+    let message = panic_message(err.into_panic());
     assert!(message.contains("`sleep` is a blocking-style call"), "{message}");
     assert!(message.contains("sleep_future"), "{message}");
     // It panicked instead of sleeping (not a timing assertion on speed: a sleep of 200 ms that
@@ -36,12 +36,12 @@ fn sleep_until_and_timeout_fiber_in_a_task_panic() {
         .spawn_async(async { spindle::time::sleep_until(Instant::now() + Duration::from_secs(5)) })
         .join()
         .unwrap_err();
-    assert!(panic_message(err).contains("sleep_until_future"));
+    assert!(panic_message(err.into_panic()).contains("sleep_until_future"));
     let err = rt
         .spawn_async(async { spindle::time::timeout_fiber(Duration::from_secs(5), || 1) })
         .join()
         .unwrap_err();
-    let message = panic_message(err);
+    let message = panic_message(err.into_panic());
     assert!(message.contains("spindle::time::timeout(duration, future).await"), "{message}");
 }
 
@@ -60,7 +60,7 @@ fn a_blocking_socket_read_in_a_task_panics_and_names_async_read() {
         })
         .join()
         .unwrap_err();
-    let message = panic_message(err);
+    let message = panic_message(err.into_panic());
     assert!(message.contains("`socket read` is a blocking-style call"), "{message}");
     assert!(message.contains("AsyncRead"), "{message}");
     drop(client);
@@ -78,7 +78,7 @@ fn joins_and_channel_waits_in_a_task_panic_with_the_call_named() {
         })
         .join()
         .unwrap_err();
-    let message = panic_message(err);
+    let message = panic_message(err.into_panic());
     assert!(
         message.contains("`join` is a blocking-style call") && message.contains("handle.await"),
         "{message}"
@@ -90,7 +90,7 @@ fn joins_and_channel_waits_in_a_task_panic_with_the_call_named() {
         })
         .join()
         .unwrap_err();
-    assert!(panic_message(err).contains("`channel recv` is a blocking-style call"));
+    assert!(panic_message(err.into_panic()).contains("`channel recv` is a blocking-style call"));
 }
 
 #[test]

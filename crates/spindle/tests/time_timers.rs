@@ -84,7 +84,7 @@ fn shutdown_cancels_sleeping_fibers() {
     let t0 = Instant::now();
     drop(rt);
     assert!(t0.elapsed() < Duration::from_secs(60));
-    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(h.join().unwrap_err().is_cancelled());
 }
 
 #[test]
@@ -129,7 +129,7 @@ fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
     let h = rt.spawn(|| sleep(Duration::from_secs(3600)));
     std::thread::sleep(Duration::from_millis(10));
     h.cancel();
-    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(h.join().unwrap_err().is_cancelled());
     // Cancelled before it starts: the closure never runs.
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ran2 = ran.clone();
@@ -138,6 +138,6 @@ fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
         h.cancel();
         h
     });
-    assert!(h.join().unwrap_err().is::<spindle::fiber::Cancelled>());
+    assert!(h.join().unwrap_err().is_cancelled());
     assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
 }

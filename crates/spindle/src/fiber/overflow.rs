@@ -22,7 +22,7 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::Once;
 
-use super::cell::Header;
+use super::control::Header;
 use super::stack::page_size;
 
 std::thread_local! {

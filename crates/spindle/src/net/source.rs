@@ -15,7 +15,7 @@
 //!   (`Registration::rehome`), and outside any runtime the wait fails with an error. Old homes
 //!   stay alive until the socket closes, so the home pointer read on that path never dangles.
 //! - The registration is forgotten (`Driver::deregister`) before the descriptor closes, so an
-//!   event still queued for it is recognised as stale (reactor invariant 2).
+//!   event still queued for it is recognised as stale (module `reactor`, "stale events are ignored").
 //! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
 //!   the descriptor, so the types work everywhere.
 
@@ -89,8 +89,8 @@ pub(crate) struct IoSource {
     /// Read and write timeouts in nanoseconds; `u64::MAX` = none.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    /// Per direction, `BLOCKED | tick` when the last attempt returned `WouldBlock` with that
-    /// event tick: until the tick moves (a new readiness event), another attempt would return
+    /// Per direction, `BLOCKED | seq` when the last attempt returned `WouldBlock` with that
+    /// readiness sequence number: until it moves (a new readiness event), another attempt would return
     /// `WouldBlock` again, so the call waits without making the system call.
     read_blocked: AtomicU64,
     write_blocked: AtomicU64,
@@ -151,7 +151,7 @@ impl IoSource {
     }
 
     /// Whether an attempt now is known to return `WouldBlock`: the last one did, at the
-    /// current event tick.
+    /// current readiness sequence number.
     /// Never once a hang-up was seen: edge-triggered epoll reports it only once, and a read
     /// at end of stream returns at once.
     #[inline]
@@ -160,7 +160,7 @@ impl IoSource {
             && !self.registration.get().is_some_and(|r| r.io.is_closed(dir))
     }
 
-    /// Records that an attempt made at tick `seen` returned `WouldBlock`.
+    /// Records that an attempt made at sequence number `seen` returned `WouldBlock`.
     #[inline]
     fn note_blocked(&self, dir: Direction, seen: Option<u32>) {
         if let Some(t) = seen {
@@ -229,7 +229,7 @@ impl IoSource {
     ) -> io::Result<R> {
         let deadline = deadline.or_else(|| self.timeout(dir).map(|t| Instant::now() + t));
         loop {
-            let seen = self.registration.get().map(|r| r.io.tick(dir));
+            let seen = self.registration.get().map(|r| r.io.seq(dir));
             if self.known_blocked(dir, seen) {
                 self.wait(dir, seen, deadline)?;
                 continue;
@@ -274,7 +274,7 @@ impl IoSource {
     /// operation first: for a non-blocking `connect`, whose completion is signalled by
     /// writability.
     pub(crate) fn wait_ready(&self, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
-        let seen = self.registration.get().map(|r| r.io.tick(dir));
+        let seen = self.registration.get().map(|r| r.io.seq(dir));
         self.wait(dir, seen, deadline)
     }
 
@@ -290,9 +290,9 @@ impl IoSource {
             Caller::Thread => return self.wait_thread(dir, deadline),
         };
         let Some(reg) = self.registration()? else { return self.wait_thread(dir, deadline) };
-        // A fresh registration reports the current readiness as its first event (tick 1).
+        // A fresh registration reports the current readiness as its first event (sequence number 1).
         let seen = seen.unwrap_or(0);
-        let waker = worker.current_waker();
+        let waker = crate::park::fiber_waker(worker);
         if !reg.io.register(dir, seen, &waker) {
             return Ok(());
         }
@@ -314,8 +314,8 @@ impl IoSource {
         }
         let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
         loop {
-            crate::sync::waiter::park_on(call);
-            if reg.io.tick(dir) != seen {
+            crate::park::park_on(call);
+            if reg.io.seq(dir) != seen {
                 return Ok(());
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -377,7 +377,7 @@ impl IoSource {
         short: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         loop {
-            let seen = self.registration.get().map(|r| r.io.tick(dir));
+            let seen = self.registration.get().map(|r| r.io.seq(dir));
             if !self.known_blocked(dir, seen) {
                 match op(&self.socket) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.note_blocked(dir, seen),

@@ -2,14 +2,14 @@
 //!
 //! # Invariants
 //!
-//! - `ticks` counts readiness events: the low 32 bits the events that make reading worth a
+//! - `seqs` holds the readiness sequence numbers (events seen): the low 32 bits the events that make reading worth a
 //!   retry (readable, hang-up, error), the high 32 bits those for writing (writable, hang-up,
 //!   error). It only grows (wrapping), and only [`ScheduledIo::dispatch`] changes it, under the
 //!   `waiters` lock.
-//! - An operation reads the tick of its direction *before* trying the system call. When the call
-//!   says `WouldBlock`, the operation waits until the tick differs from what it read: any event
+//! - An operation reads the sequence number of its direction *before* trying the system call. When the call
+//!   says `WouldBlock`, the operation waits until the sequence number differs from what it read: any event
 //!   after the attempt, never one from before it. Waiting registers a waker under the lock
-//!   and re-checks the tick there, and dispatch bumps the tick and takes the wakers under the
+//!   and re-checks the sequence number there, and dispatch bumps the sequence number and takes the wakers under the
 //!   same lock, so an event between the attempt and the registration is never lost.
 //! - Edge-triggered epoll reports each new readiness once; waking every waiter of the direction
 //!   and letting each retry its call is what makes that safe with several waiters.
@@ -51,7 +51,7 @@ struct Waiters {
 /// The readiness state of one registration.
 #[derive(Debug, Default)]
 pub(crate) struct ScheduledIo {
-    ticks: AtomicU64,
+    seqs: AtomicU64,
     /// Sticky: the peer closed its side (`READ_CLOSED`) or the connection died (both bits).
     /// Edge-triggered epoll reports a hang-up once, so callers that skip a system call on
     /// the grounds that "no new event has come" must not do so once this is set.
@@ -66,15 +66,15 @@ impl ScheduledIo {
 
     /// The current event count of `dir`; read it before attempting the operation.
     #[inline]
-    pub(crate) fn tick(&self, dir: Direction) -> u32 {
-        (self.ticks.load(Ordering::Acquire) >> dir.shift()) as u32
+    pub(crate) fn seq(&self, dir: Direction) -> u32 {
+        (self.seqs.load(Ordering::Acquire) >> dir.shift()) as u32
     }
 
     /// Registers `waker` to be woken by the next event of `dir`, unless one happened since
     /// `seen` (then returns false: retry the operation now).
     pub(crate) fn register(&self, dir: Direction, seen: u32, waker: &Waker) -> bool {
         let mut waiters = crate::sync::lock(&self.waiters);
-        if self.tick(dir) != seen {
+        if self.seq(dir) != seen {
             return false;
         }
         let list = match dir {
@@ -111,7 +111,7 @@ impl ScheduledIo {
         let closed = (if bits & CLOSED != 0 { READ_CLOSED } else { 0 })
             | (if bits & (HUP_OR_ERR) != 0 { WRITE_CLOSED } else { 0 });
         if closed != 0 {
-            // Before the tick moves: whoever sees the new tick also sees the flag.
+            // Before the sequence number moves: whoever sees the new one also sees the flag.
             self.closed.fetch_or(closed, Ordering::Release);
         }
         let read = bits & (READABLE | CLOSED) != 0;
@@ -123,10 +123,10 @@ impl ScheduledIo {
         let woken = {
             let mut waiters = crate::sync::lock(&self.waiters);
             // Per-half wrapping add: a carry out of the low half must not leak into the high one.
-            let old = self.ticks.load(Ordering::Relaxed);
+            let old = self.seqs.load(Ordering::Relaxed);
             let lo = (old as u32).wrapping_add(read as u32);
             let hi = ((old >> 32) as u32).wrapping_add(write as u32);
-            self.ticks.store(u64::from(lo) | (u64::from(hi) << 32), Ordering::Release);
+            self.seqs.store(u64::from(lo) | (u64::from(hi) << 32), Ordering::Release);
             let mut woken = Vec::new();
             if read {
                 woken.append(&mut waiters.readers);
@@ -159,16 +159,16 @@ mod tests {
         let io = ScheduledIo::new();
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
-        let seen = io.tick(Direction::Read);
+        let seen = io.seq(Direction::Read);
         io.dispatch(READABLE); // arrives between the attempt and the registration
         assert!(!io.register(Direction::Read, seen, &waker), "must retry at once");
-        let seen = io.tick(Direction::Read);
+        let seen = io.seq(Direction::Read);
         assert!(io.register(Direction::Read, seen, &waker));
         io.dispatch(WRITABLE); // the other direction does not wake a reader
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
         io.dispatch(CLOSED); // a hang-up wakes both directions
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert_ne!(io.tick(Direction::Write), 0);
+        assert_ne!(io.seq(Direction::Write), 0);
     }
 
     #[test]
@@ -185,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn unregister_forgets_the_waker_and_ticks_wrap_per_half() {
+    fn unregister_forgets_the_waker_and_sequence_numbers_wrap_per_half() {
         let io = ScheduledIo::new();
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
@@ -193,9 +193,9 @@ mod tests {
         io.unregister(Direction::Write, &waker);
         io.dispatch(WRITABLE);
         assert_eq!(count.0.load(Ordering::SeqCst), 0);
-        io.ticks.store(u64::from(u32::MAX) | (5 << 32), Ordering::SeqCst);
+        io.seqs.store(u64::from(u32::MAX) | (5 << 32), Ordering::SeqCst);
         io.dispatch(READABLE);
-        assert_eq!(io.tick(Direction::Read), 0, "the read half wraps");
-        assert_eq!(io.tick(Direction::Write), 5, "without carrying into the write half");
+        assert_eq!(io.seq(Direction::Read), 0, "the read half wraps");
+        assert_eq!(io.seq(Direction::Write), 5, "without carrying into the write half");
     }
 }

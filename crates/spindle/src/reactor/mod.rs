@@ -2,18 +2,18 @@
 //!
 //! # Invariants
 //!
-//! 1. Each worker has one [`Driver`] (in its `WorkerShared`): an epoll instance, an eventfd
-//!    registered level-triggered under [`WAKE_TOKEN`], and a slab of registrations. Only the
-//!    worker's thread waits on the epoll instance; any thread may register with it.
-//! 2. A registration's epoll token is `(generation << 32) | index`. The slab bumps a slot's
-//!    generation when the registration is dropped, so an event that was already queued for a
-//!    closed socket (or one that reused its descriptor) finds a different generation and is
-//!    ignored: a stale event never wakes the wrong waiter.
-//! 3. Remote work and sleeping share one atomic word (module `sleep_gate`, loom-checked): a
-//!    producer sets the inbox bit after queueing and writes the eventfd only if the worker is
-//!    (about to be) blocked; the worker sets the sleeping bit and stays awake if the inbox bit
-//!    is set. No lost wake-up, and no syscall when the worker is awake.
-//! 4. The timer wheel is owned by the worker's thread (it lives in `Worker`, not here).
+//! - **One driver per worker.** Each worker has one [`Driver`] (in its `WorkerShared`): an epoll instance, an eventfd
+//!   registered level-triggered under [`WAKE_TOKEN`], and a slab of registrations. Only the
+//!   worker's thread waits on the epoll instance; any thread may register with it.
+//! - **Stale events are ignored.** A registration's epoll token is `(generation << 32) | index`. The slab bumps a slot's
+//!   generation when the registration is dropped, so an event that was already queued for a
+//!   closed socket (or one that reused its descriptor) finds a different generation and is
+//!   ignored: a stale event never wakes the wrong waiter.
+//! - **No lost remote wake-up.** Remote work and sleeping share one atomic word (module `sleep_gate`, loom-checked): a
+//!   producer sets the inbox bit after queueing and writes the eventfd only if the worker is
+//!   (about to be) blocked; the worker sets the sleeping bit and stays awake if the inbox bit
+//!   is set. No lost wake-up, and no syscall when the worker is awake.
+//! - **Timers are the worker's.** The timer wheel is owned by the worker's thread (it lives in `Worker`, module `sched::worker::timers`, not here).
 
 pub(crate) mod io;
 pub(crate) mod sleep_gate;
@@ -102,7 +102,7 @@ impl Driver {
     }
 
     /// Forgets a registration (its descriptor is about to be closed, which removes it from
-    /// epoll). Later events carrying its token are ignored (invariant 2).
+    /// epoll). Later events carrying its token are ignored ("stale events are ignored").
     pub(crate) fn deregister(&self, token: u64) {
         self.release(token);
     }

@@ -1,5 +1,5 @@
 //! The protocol that makes a remote wake-up cost a system call only when the worker sleeps,
-//! without ever being lost (reactor invariant 3). Model-checked with loom below.
+//! without ever being lost (module `reactor`, "no lost remote wake-up"). Model-checked with loom below.
 //!
 //! One atomic word holds two bits: `INBOX` (another thread queued work for the worker) and
 //! `SLEEPING` (the worker is blocked, or about to block, in `epoll_wait`). Every change is a

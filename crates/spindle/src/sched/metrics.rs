@@ -103,7 +103,10 @@ impl WorkerStats {
 }
 
 /// Watches the workers of a runtime for fibers or tasks that do not yield.
-pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Duration, stop: super::StopSignal) {
+/// Tells the watchdog thread to stop (a flag and the condvar it sleeps on).
+pub(crate) type StopSignal = std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
+
+pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Duration, stop: StopSignal) {
     let mut last: Vec<(u64, Instant, bool)> = Vec::new();
     loop {
         {

@@ -4,7 +4,7 @@
 //! Owned by one worker and touched only from its thread. It keeps parked fibers alive (no one
 //! else may hold them) and lets shutdown find them to cancel them.
 
-use crate::fiber::cell::FiberRef;
+use crate::fiber::control::FiberRef;
 
 #[derive(Default)]
 pub(crate) struct Registry {

@@ -11,8 +11,8 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use super::lock;
-use super::wait::{pass_none, Wait};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{pass_none, Wait};
+use crate::park::{self, WaitList};
 
 /// Waits until `n` parties have called [`wait`](Barrier::wait).
 ///
@@ -76,7 +76,7 @@ impl Barrier {
         state.generation += 1;
         let all = state.waiters.take_all();
         drop(state);
-        all.into_iter().for_each(waiter::wake);
+        all.into_iter().for_each(park::wake);
         None
     }
 

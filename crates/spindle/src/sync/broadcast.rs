@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::lock;
-use super::wait::{deadline_in, pass_none, Wait};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::{self, WaitList};
 
 /// Creates a broadcast channel keeping the last `cap` values for slow receivers.
 ///
@@ -114,7 +114,7 @@ impl<T: Clone> Sender<T> {
         let wake = state.waiters.take_all();
         drop(state);
         drop(dropped);
-        wake.into_iter().for_each(waiter::wake);
+        wake.into_iter().for_each(park::wake);
         Ok(receivers)
     }
 
@@ -238,7 +238,7 @@ impl<T> Drop for Sender<T> {
         state.senders -= 1;
         let wake = if state.senders == 0 { state.waiters.take_all() } else { Vec::new() };
         drop(state);
-        wake.into_iter().for_each(waiter::wake);
+        wake.into_iter().for_each(park::wake);
     }
 }
 

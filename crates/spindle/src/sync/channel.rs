@@ -17,7 +17,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use super::lock;
-use super::waiter::{self, WaitList, WaitNode};
+use crate::park::{self, WaitList, WaitNode};
 
 pub(super) struct State<T> {
     pub(super) queue: VecDeque<T>,
@@ -105,7 +105,7 @@ impl<T> Sender<T> {
                     wait.done(&mut state);
                     drop(state);
                     if let Some(w) = wake {
-                        waiter::wake(w);
+                        park::wake(w);
                     }
                     return Ok(());
                 }
@@ -116,7 +116,7 @@ impl<T> Sender<T> {
                 }
             }
             drop(state);
-            waiter::park_on("channel send");
+            park::park_on("channel send");
         }
     }
 
@@ -126,7 +126,7 @@ impl<T> Sender<T> {
         let wake = state.try_push(value)?;
         drop(state);
         if let Some(w) = wake {
-            waiter::wake(w);
+            park::wake(w);
         }
         Ok(())
     }
@@ -158,7 +158,7 @@ impl<T> Receiver<T> {
                     wait.done(&mut state);
                     drop(state);
                     if let Some(w) = wake {
-                        waiter::wake(w);
+                        park::wake(w);
                     }
                     return Ok(value);
                 }
@@ -168,7 +168,7 @@ impl<T> Receiver<T> {
                 }
             }
             drop(state);
-            waiter::park_on("channel recv");
+            park::park_on("channel recv");
         }
     }
 
@@ -178,7 +178,7 @@ impl<T> Receiver<T> {
         let (value, wake) = state.try_pop()?;
         drop(state);
         if let Some(w) = wake {
-            waiter::wake(w);
+            park::wake(w);
         }
         Ok(value)
     }
@@ -239,7 +239,7 @@ impl<T> Drop for Sender<T> {
         state.senders -= 1;
         let waiters = if state.senders == 0 { state.recv_waiters.take_all() } else { Vec::new() };
         drop(state);
-        waiters.into_iter().for_each(waiter::wake);
+        waiters.into_iter().for_each(park::wake);
     }
 }
 
@@ -254,7 +254,7 @@ impl<T> Drop for Receiver<T> {
         };
         drop(state);
         drop(dropped); // user destructors run outside the lock
-        waiters.into_iter().for_each(waiter::wake);
+        waiters.into_iter().for_each(park::wake);
     }
 }
 
@@ -310,7 +310,7 @@ impl<T> Drop for Leave<'_, T> {
         };
         drop(state);
         if let Some(next) = forward {
-            waiter::wake(next);
+            park::wake(next);
         }
     }
 }

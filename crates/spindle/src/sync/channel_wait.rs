@@ -1,7 +1,7 @@
 //! Channel operations with a deadline, and as futures (for async tasks and `select!`).
 //!
 //! Invariants: these are the same operations as `Sender::send` and `Receiver::recv` (module
-//! `channel`), written on [`Wait`](super::wait::Wait): a value is moved into or out of the
+//! `channel`), written on [`Wait`](crate::park::wait::Wait): a value is moved into or out of the
 //! queue only by the round that completes the operation, under the channel's lock. A
 //! `send` that times out or whose future is dropped gives its value back (or drops it with
 //! the future) without having queued it; a `recv` that leaves takes nothing. A waiter that
@@ -16,8 +16,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::channel::{Receiver, RecvError, SendError, Sender, State, TryRecvError, TrySendError};
-use super::wait::{deadline_in, Wait, Wakes};
-use super::waiter::{self, WaitList, WaitNode};
+use crate::park::wait::{deadline_in, Wait, Wakes};
+use crate::park::{self, WaitList, WaitNode};
 
 /// Why `send_timeout` / `send_deadline` did not send; the value is given back.
 #[derive(PartialEq, Eq, Clone, Copy)]
@@ -85,7 +85,7 @@ type Taken<T> = (T, Option<Arc<WaitNode>>);
 
 fn wake_one(node: Option<Arc<WaitNode>>) {
     if let Some(n) = node {
-        waiter::wake(n);
+        park::wake(n);
     }
 }
 

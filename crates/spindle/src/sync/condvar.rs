@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::lock;
 use super::mutex::{Mutex, MutexGuard};
-use super::wait::{deadline_in, Wait, Wakes};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, Wait, Wakes};
+use crate::park::{self, WaitList};
 
 /// Waits for a condition protected by a [`Mutex`], as `std::sync::Condvar`.
 ///
@@ -126,14 +126,14 @@ impl Condvar {
     pub fn notify_one(&self) {
         let next = lock(&self.waiters).pop();
         if let Some(n) = next {
-            waiter::wake(n);
+            park::wake(n);
         }
     }
 
     /// Wakes every waiter.
     pub fn notify_all(&self) {
         let all = lock(&self.waiters).take_all();
-        all.into_iter().for_each(waiter::wake);
+        all.into_iter().for_each(park::wake);
     }
 }
 

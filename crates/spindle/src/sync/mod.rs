@@ -16,10 +16,7 @@ pub mod oneshot;
 mod rwlock;
 pub mod select;
 mod semaphore;
-pub(crate) mod wait;
-pub(crate) mod waiter;
 pub mod waitgroup;
-pub(crate) mod waker_set;
 pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};

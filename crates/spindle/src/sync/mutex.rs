@@ -30,8 +30,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::lock;
-use super::wait::{deadline_in, Wait};
-use super::waiter::{self, WaitList, WaitNode};
+use crate::park::wait::{deadline_in, Wait};
+use crate::park::{self, WaitList, WaitNode};
 
 /// A fiber-aware mutex protecting a `T`.
 pub struct Mutex<T: ?Sized> {
@@ -169,7 +169,7 @@ impl<T: ?Sized> Mutex<T> {
             queue.push(&node);
             drop(queue);
             let unwinding = Unwinding { mutex: self, node: &node };
-            waiter::park_on("mutex lock");
+            park::park_on("mutex lock");
             std::mem::forget(unwinding);
             queue = lock(&self.queue);
         }
@@ -180,7 +180,7 @@ impl<T: ?Sized> Mutex<T> {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let next = lock(&self.queue).pop();
             if let Some(next) = next {
-                waiter::wake(next);
+                park::wake(next);
             }
         }
     }
@@ -268,7 +268,7 @@ impl<T: ?Sized> Drop for Unwinding<'_, T> {
         self.mutex.waiters.fetch_sub(1, Ordering::SeqCst);
         drop(queue);
         if let Some(next) = forward {
-            waiter::wake(next);
+            park::wake(next);
         }
     }
 }

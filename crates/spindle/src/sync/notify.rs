@@ -16,8 +16,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lock;
-use super::wait::{deadline_in, Wait, Wakes};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, Wait, Wakes};
+use crate::park::{self, WaitList};
 
 /// Wakes waiters without carrying data; see the module docs for the permit rule.
 ///
@@ -81,14 +81,14 @@ impl Notify {
         }
         drop(state);
         if let Some(n) = next {
-            waiter::wake(n);
+            park::wake(n);
         }
     }
 
     /// Wakes every current waiter; stores no permit.
     pub fn notify_waiters(&self) {
         let all = lock(&self.state).waiters.take_all();
-        all.into_iter().for_each(waiter::wake);
+        all.into_iter().for_each(park::wake);
     }
 
     /// Waits for a notification (parks the fiber, or blocks the thread).

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::channel_wait::RecvTimeoutError;
 use super::lock;
-use super::wait::deadline_in;
-use super::waiter::{self, Waiter};
+use crate::park::wait::deadline_in;
+use crate::park::{self, Waiter};
 
 pub use super::channel::{RecvError, TryRecvError};
 
@@ -79,7 +79,7 @@ impl<T> Receiver<T> {
                 state.waiter = Some(Waiter::current());
             }
             drop(state);
-            waiter::park_on("oneshot recv");
+            park::park_on("oneshot recv");
         }
     }
 
@@ -118,7 +118,7 @@ impl<T> Receiver<T> {
             }
             state.waiter = Some(Waiter::current());
             drop(state);
-            waiter::park_until(deadline, "oneshot recv (with timeout)");
+            park::park_until(deadline, "oneshot recv (with timeout)");
         }
     }
 

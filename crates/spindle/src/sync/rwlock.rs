@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lock;
-use super::wait::{deadline_in, Wait, Wakes};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, Wait, Wakes};
+use crate::park::{self, WaitList};
 
 /// Many readers or one writer of a `T`.
 ///
@@ -209,7 +209,7 @@ impl<T: ?Sized> RwLock<T> {
         }
         let wake = wakes(&mut state, write);
         drop(state);
-        wake.into_iter().for_each(waiter::wake);
+        wake.into_iter().for_each(park::wake);
     }
 }
 

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::lock;
-use super::wait::{deadline_in, Wait, Wakes};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, Wait, Wakes};
+use crate::park::{self, WaitList};
 
 /// A set of permits; `acquire` waits while none is available.
 ///
@@ -85,7 +85,7 @@ impl Semaphore {
         state.permits = state.permits.checked_add(n).expect("Semaphore permit count overflow");
         let wakes: Wakes = (0..n).map_while(|_| state.waiters.pop()).collect();
         drop(state);
-        wakes.into_iter().for_each(waiter::wake);
+        wakes.into_iter().for_each(park::wake);
     }
 
     /// Takes a permit, waiting while none is available.

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::future::Future;
 
 use super::lock;
-use super::wait::{deadline_in, pass_none, Wait};
-use super::waiter::{self, WaitList, WaitNode};
+use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::{self, WaitList, WaitNode};
 
 /// A counter that `wait` blocks on until it is zero. Clones share the counter.
 ///
@@ -61,7 +61,7 @@ impl WaitGroup {
         inner.count -= 1;
         let woken = if inner.count == 0 { inner.waiters.take_all() } else { Vec::new() };
         drop(inner);
-        woken.into_iter().for_each(waiter::wake);
+        woken.into_iter().for_each(park::wake);
     }
 
     /// Waits until the count is zero.
@@ -77,7 +77,7 @@ impl WaitGroup {
             }
             inner.waiters.push(node.get_or_insert_with(WaitNode::new));
             drop(inner);
-            waiter::park_on("wait group");
+            park::park_on("wait group");
         }
     }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::channel::RecvError;
 use super::lock;
-use super::wait::{deadline_in, pass_none, Wait};
-use super::waiter::{self, WaitList};
+use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::{self, WaitList};
 
 /// Creates a watch channel holding `initial`.
 ///
@@ -105,7 +105,7 @@ impl<T> Sender<T> {
         state.version += 1;
         let wake = state.waiters.take_all();
         drop(state);
-        wake.into_iter().for_each(waiter::wake);
+        wake.into_iter().for_each(park::wake);
     }
 
     /// The current value (see [`Ref`]: do not hold it across a wait).
@@ -218,7 +218,7 @@ impl<T> Drop for Sender<T> {
         state.sender_alive = false;
         let wake = state.waiters.take_all();
         drop(state);
-        wake.into_iter().for_each(waiter::wake);
+        wake.into_iter().for_each(park::wake);
     }
 }
 

@@ -8,17 +8,18 @@
 //! fibers and waiters hold, and `Arc<FiberCell<dyn Output<T>>>`, which the `JoinHandle`
 //! holds. The header sits at a fixed offset, so reaching it costs no virtual call.
 //!
-//! # Ground rules
+//! # Invariants
 //!
-//! 1. *Owner-only fields* (`sp`, `stack`, `guard`, `slot`, and the stage before
-//!    completion) are touched only by the thread of the worker that runs the fiber, or by the
-//!    thread that creates the fiber before the fiber is published to any queue. A fiber never
-//!    migrates once started, so "the owner" is well defined from its first run on.
-//! 2. The *park state* (`park`) is the only field other threads write besides the join word;
-//!    its protocol is in module `sync_word` (loom-checked).
-//! 3. The *join word* (`join`, module `sync_word`, loom-checked): the fiber writes its result,
-//!    then completes the word (release), which hands it the joiner's waiter if one registered.
-//!    The result is read only after completion was observed (acquire), by the single joiner.
+//! - **Owner-only fields.** `sp`, `stack`, `guard`, `slot`, `waker`, `locals` and the stage
+//!   before completion are touched only by the thread of the worker that runs the fiber, or by
+//!   the thread that creates the fiber before the fiber is published to any queue. A fiber
+//!   never migrates once started, so "the owner" is well defined from its first run on.
+//! - **Shared words.** Other threads write only the park word (`park`, module
+//!   `fiber::park_state`, loom-checked), the cancel word, and the completion (`join`, module
+//!   `park::completion`, loom-checked).
+//! - **Result before completion.** The fiber writes its result, then completes (release),
+//!   which wakes the joiner if one registered. The result is read only after completion was
+//!   observed (acquire), by the single joiner.
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -26,24 +27,14 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use super::park_state::ParkState;
 use super::stack::Stack;
-use super::sync_word::{JoinWord, ParkState};
+use crate::error::{CancelReason, Cancelled};
+use crate::park::completion::Completion;
 use crate::sched::worker::WorkerShared;
-use crate::sync::waiter::Waiter;
 
 /// A reference to a fiber as the scheduler sees it.
 pub(crate) type FiberRef = Arc<FiberCell<dyn Stage>>;
-
-/// The panic payload of a fiber that its runtime cancelled at shutdown: `JoinHandle::join`
-/// returns `Err(payload)` and `payload.downcast_ref::<Cancelled>()` is `Some`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cancelled;
-
-impl std::fmt::Display for Cancelled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("fiber cancelled: its runtime shut down")
-    }
-}
 
 /// Everything the scheduler needs to know about a fiber, whatever its closure.
 pub(crate) struct Header {
@@ -60,9 +51,10 @@ pub(crate) struct Header {
     pub(crate) san: super::sanitizer::Context,
     /// The guard page range of `stack`, readable from the overflow signal handler.
     pub(crate) guard: Cell<(usize, usize)>,
-    /// Set at shutdown or by `JoinHandle::cancel` (any thread): the fiber unwinds with a
-    /// [`Cancelled`] payload at its next suspension point, or never starts.
-    pub(crate) cancel: std::sync::atomic::AtomicBool,
+    /// Set at shutdown or by `JoinHandle::cancel` (any thread), to the [`CancelReason`] plus
+    /// one: the fiber unwinds with a [`Cancelled`] payload at its next suspension point, or
+    /// never starts.
+    cancel: std::sync::atomic::AtomicU8,
     /// Index in the owner's registry of started fibers (owner-only).
     pub(crate) slot: Cell<usize>,
     /// What the fiber last parked on (owner-only; read by the dump on the owner's thread).
@@ -71,22 +63,22 @@ pub(crate) struct Header {
     pub(crate) waker: Cell<Option<std::task::Waker>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
     pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
-    /// Park state (module `sync_word`): written by the fiber and its unparkers.
+    /// Park word (module `fiber::park_state`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
     /// to a pointer from `Arc::into_raw`, released when the header drops. A `OnceLock` costs
     /// a trip through `Once` per spawn; this is one store.
     owner: AtomicPtr<WorkerShared>,
-    /// Completion and the joiner's waiter (module `sync_word`).
-    join: JoinWord<Waiter>,
+    /// Completion and the joiner's waiter (module `park::completion`).
+    pub(crate) join: Completion,
     /// Set before publication for a `spawn_local` fiber: it starts on the worker that spawned
     /// it and is never shared with other workers, even before its first run.
     pub(crate) pinned: bool,
 }
 
-// SAFETY: the Cell and UnsafeCell fields follow the ground rules of the module doc: owner-only
+// SAFETY: the Cell and UnsafeCell fields follow the invariants of the module doc: owner-only
 // fields are used by one thread at a time with happens-before edges at every hand-over (the
-// queue that publishes a new fiber), and `join_waiter` is handed over through the `join` word.
+// queue that publishes a new fiber), and the joiner's waiter is handed over through the completion word.
 unsafe impl Sync for Header {}
 // SAFETY: as above; `Stack` is Send and the other fields are plain data or Send + Sync.
 unsafe impl Send for Header {}
@@ -100,7 +92,7 @@ impl Header {
             sp: Cell::new(0),
             stack: Cell::new(None),
             guard: Cell::new((0, 0)),
-            cancel: std::sync::atomic::AtomicBool::new(false),
+            cancel: std::sync::atomic::AtomicU8::new(0),
             slot: Cell::new(usize::MAX),
             waiting_on: Cell::new("not started"),
             san: super::sanitizer::Context::default(),
@@ -108,7 +100,7 @@ impl Header {
             locals: std::cell::RefCell::new(Vec::new()),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
-            join: JoinWord::new(),
+            join: Completion::new(),
             pinned: false,
         }
     }
@@ -139,23 +131,29 @@ impl Header {
 
     /// Publishes the result stored by the stage and wakes the joiner, if one waits.
     fn complete(&self) {
-        if let Some(waiter) = self.join.complete() {
-            waiter.wake();
-        }
-    }
-
-    /// Registers `waiter` to be woken on completion. Returns false if the fiber completed
-    /// already (the waiter is then dropped). Called at most once, by the single joiner.
-    pub(crate) fn set_join_waiter(&self, waiter: Waiter) -> bool {
-        self.join.set_waiter(waiter)
+        self.join.complete();
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.cancel.load(Ordering::Relaxed) != 0
     }
 
-    pub(crate) fn set_cancelled(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
+    /// The payload the fiber unwinds with, if it is cancelled.
+    pub(crate) fn cancellation(&self) -> Option<Cancelled> {
+        match self.cancel.load(Ordering::Relaxed) {
+            0 => None,
+            1 => Some(Cancelled::SHUTDOWN),
+            _ => Some(Cancelled::HANDLE),
+        }
+    }
+
+    /// Marks the fiber cancelled (the first reason stays).
+    pub(crate) fn set_cancelled(&self, reason: CancelReason) {
+        let code = match reason {
+            CancelReason::Shutdown => 1,
+            _ => 2,
+        };
+        let _ = self.cancel.compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     pub(crate) fn display_name(&self) -> &str {
@@ -236,7 +234,7 @@ pub(crate) struct StageImpl<F, T> {
 }
 
 // SAFETY: the state is touched by the creator before publication, then by the owner worker
-// (ground rule 1), then by the single joiner after completion (ground rule 3). F and T move
+// ("owner-only fields"), then by the single joiner after completion ("result before completion"). F and T move
 // between those threads, hence the Send bounds.
 unsafe impl<F: Send, T: Send> Sync for StageImpl<F, T> {}
 
@@ -252,7 +250,7 @@ where
     T: Send,
 {
     fn run(&self, header: &Header) {
-        // SAFETY: owner-only before completion (ground rule 1); no other reference is live.
+        // SAFETY: owner-only before completion ("owner-only fields"); no other reference is live.
         let state = unsafe { &mut *self.state.get() };
         let State::Pending(f) = std::mem::replace(state, State::Running) else {
             unreachable!("fiber stage run twice");
@@ -274,7 +272,7 @@ where
     }
 
     fn abort_unstarted(&self, header: &Header, payload: Box<dyn Any + Send>) {
-        // SAFETY: owner-only before completion (ground rule 1).
+        // SAFETY: owner-only before completion ("owner-only fields").
         let state = unsafe { &mut *self.state.get() };
         if matches!(state, State::Pending(_)) {
             // Drop the closure before publishing completion.
@@ -291,8 +289,8 @@ where
     T: Send + 'static,
 {
     fn take(&self) -> thread::Result<T> {
-        // SAFETY: the caller observed COMPLETE (acquire) and is the single joiner (ground
-        // rule 3), so nobody else touches the state any more.
+        // SAFETY: the caller observed COMPLETE (acquire) and is the single joiner ("result before
+        // completion"), so nobody else touches the state any more.
         let state = unsafe { &mut *self.state.get() };
         match std::mem::replace(state, State::Taken) {
             State::Done(result) => result,

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::lock;
-use super::waiter::{self, WaitList, WaitNode};
+use crate::park::{self, WaitList, WaitNode};
+use crate::sync::lock;
 
 /// The waiters to wake after the lock is released.
 pub(crate) type Wakes = Vec<Arc<WaitNode>>;
@@ -87,7 +87,7 @@ impl<'a, S> Wait<'a, S> {
             }
             (self.list)(&mut state).push(self.node.get_or_insert_with(WaitNode::new));
             drop(state);
-            waiter::park_until(deadline, reason);
+            park::park_until(deadline, reason);
         }
     }
 
@@ -130,7 +130,7 @@ impl<S> Drop for Wait<'_, S> {
             (self.pass_on)(&mut state)
         };
         drop(state);
-        wakes.into_iter().for_each(waiter::wake);
+        wakes.into_iter().for_each(park::wake);
     }
 }
 

@@ -1,0 +1,235 @@
+//! Spawning fibers: [`Builder`], [`spawn`] and [`spawn_local`].
+//!
+//! A spawn builds the fiber's control block (module `fiber::control`), takes its stack from
+//! the worker's pool (so a fiber that spawned will start), and hands it to the scheduler
+//! (`Worker::place_new`, or the runtime's injector from outside). The first run happens in
+//! `sched::worker::switch`.
+
+use std::io;
+use std::sync::Arc;
+use std::thread;
+
+use super::control::{FiberCell, FiberRef, Header, Output, StageImpl};
+use super::{stack, FiberId, JoinHandle};
+use crate::runtime::Runtime;
+use crate::sched::worker;
+
+/// Configures a fiber before spawning it: its name and stack size.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// rt.block_on(|| {
+///     let h = spindle::fiber::Builder::new()
+///         .name("worker-1")
+///         .stack_size(64 * 1024)
+///         .spawn(|| spindle::fiber::current().name().map(str::to_owned))
+///         .unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("worker-1"));
+/// });
+/// ```
+#[derive(Debug, Default)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    worker: Option<usize>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the fiber; the name shows in [`Fiber::name`] and in the stack overflow message.
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Stack size in bytes, guard page included, rounded up to whole pages (16 KiB to 1 GiB).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Starts the fiber on worker `index` (modulo the runtime's worker count) and keeps it
+    /// there: it is never handed to another worker, even before it starts. For servers that
+    /// place connections themselves (one per worker in turn).
+    pub fn worker(mut self, index: usize) -> Builder {
+        self.worker = Some(index);
+        self
+    }
+
+    /// Spawns the fiber on the current worker (or the one chosen with [`Builder::worker`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a stack size out of range; the system's error (`ENOMEM`: out of
+    /// memory or of mappings) when no stack can be mapped. The stack is taken at spawn, so a
+    /// fiber that spawned will start.
+    ///
+    /// # Panics
+    ///
+    /// Outside a fiber of a spindle runtime (use [`Builder::spawn_on`] there).
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let worker = worker::current().expect(
+            "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
+        );
+        let target = self.worker;
+        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some())?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        match target {
+            Some(i) => worker.rt.place_pinned(i, fiber),
+            None => worker.place_new(fiber),
+        }
+        Ok(handle)
+    }
+
+    /// Spawns the fiber on the current worker for good: it starts there and, like every
+    /// started fiber, never leaves it; it is never handed to an idle worker. So `f` need not
+    /// be `Send` (it may capture `Rc`s or other `!Send` state of this worker thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::spawn`].
+    ///
+    /// # Panics
+    ///
+    /// Outside a fiber or task of a spindle runtime.
+    pub fn spawn_local<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: Send + 'static,
+    {
+        let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
+        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        worker.place_new(fiber);
+        Ok(handle)
+    }
+
+    /// Spawns the fiber on `runtime`, from any thread.
+    pub fn spawn_on<F, T>(self, runtime: &Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let target = self.worker;
+        let (fiber, handle) = self.build(f, runtime.config().stack_size, target.is_some())?;
+        match target {
+            Some(i) => runtime.shared().place_pinned(i, fiber),
+            None => runtime.shared().inject_fiber(fiber),
+        }
+        Ok(handle)
+    }
+
+    /// Spawns the fiber on the runtime behind a [`Handle`](crate::Handle) (through the injector).
+    pub(crate) fn spawn_on_shared<F, T>(
+        self,
+        rt: &crate::sched::RuntimeShared,
+        f: F,
+    ) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (fiber, handle) = self.build(f, rt.config.stack_size, false)?;
+        rt.inject_fiber(fiber);
+        Ok(handle)
+    }
+
+    fn build<F, T>(self, f: F, default_stack: usize, pinned: bool) -> io::Result<(FiberRef, JoinHandle<T>)>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let stack_size = match self.stack_size {
+            Some(size) => stack::normalize_size(size)?,
+            None => default_stack,
+        };
+        let mut header = Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
+        header.pinned = pinned;
+        let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
+        let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
+        Ok((cell, JoinHandle::new(output)))
+    }
+}
+
+/// Spawns a fiber on the current worker and returns its join handle.
+///
+/// # Panics
+///
+/// Outside a fiber of a spindle runtime (use [`Runtime::spawn`] there), and when no stack can
+/// be mapped (out of memory or of mappings), as `std::thread::spawn` panics when it cannot
+/// start a thread; [`Builder::spawn`] returns that error instead.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn(f).unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
+}
+
+/// Spawns a fiber that stays on the current worker (see [`Builder::spawn_local`]): `f` need
+/// not be `Send`.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// rt.block_on(|| {
+///     let counter = std::rc::Rc::new(std::cell::Cell::new(0));
+///     let c = counter.clone();
+///     let h = spindle::fiber::spawn_local(move || c.set(c.get() + 1));
+///     h.join().unwrap();
+///     assert_eq!(counter.get(), 1);
+/// });
+/// ```
+///
+/// # Panics
+///
+/// Outside a fiber or task of a spindle runtime, and when no stack can be mapped (see
+/// [`spawn`]).
+pub fn spawn_local<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn_local(f).unwrap_or_else(|e| panic!("spindle::fiber::spawn_local failed: {e}"))
+}
+
+/// The closure of a `spawn_local` fiber, which need not be `Send`.
+struct LocalFn<F> {
+    f: std::mem::ManuallyDrop<F>,
+    /// The thread that spawned it, which is the only one that runs or drops `f`.
+    thread: thread::ThreadId,
+}
+
+impl<F: FnOnce() -> T, T> LocalFn<F> {
+    fn call(mut self) -> T {
+        // SAFETY: `f` is taken once, here; `self` is then forgotten, so Drop never sees it.
+        let f = unsafe { std::mem::ManuallyDrop::take(&mut self.f) };
+        std::mem::forget(self);
+        f()
+    }
+}
+
+impl<F> Drop for LocalFn<F> {
+    fn drop(&mut self) {
+        if thread::current().id() == self.thread {
+            // SAFETY: `f` was not taken (`call` forgets `self`), and is dropped once, here.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.f) };
+        }
+        // Elsewhere (only if the worker thread died, leaving the fiber unrun): leak it.
+    }
+}
+
+// SAFETY: a pinned fiber (`Header::pinned`) is queued only on the worker that spawned it
+// (`place_new`, `balance` and the injector never take it) and so starts and runs there: `f`
+// is called on the spawning thread. The fiber's cell may be freed on another thread (its
+// join handle is Send); `f` is then either consumed already or, unrun, dropped only on the
+// spawning thread (the worker's shutdown aborts unstarted fibers there) or leaked by the
+// Drop above. So `f` itself never crosses threads.
+unsafe impl<F> Send for LocalFn<F> {}

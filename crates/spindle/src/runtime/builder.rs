@@ -1,0 +1,197 @@
+//! [`Builder`]: configures a runtime and starts its worker threads.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use super::Runtime;
+use crate::fiber;
+use crate::fiber::stack::normalize_size;
+use crate::sched::worker::{Worker, WorkerShared};
+use crate::sched::{idle, metrics, Config, RuntimeShared, DEFAULT_STACK_SIZE};
+
+/// Configures and builds a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    worker_threads: Option<usize>,
+    long_running_budget: Option<std::time::Duration>,
+    max_blocking_threads: usize,
+    blocking_keep_alive: std::time::Duration,
+    stack_size: usize,
+    stack_cache: usize,
+    stack_keep_warm: usize,
+    thread_name: String,
+    malloc_top_pad: Option<usize>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder {
+            worker_threads: None,
+            long_running_budget: Some(std::time::Duration::from_millis(100)),
+            max_blocking_threads: 512,
+            blocking_keep_alive: std::time::Duration::from_secs(10),
+            stack_size: DEFAULT_STACK_SIZE,
+            stack_cache: 65_536,
+            stack_keep_warm: 256,
+            thread_name: "spindle-worker".to_owned(),
+            malloc_top_pad: Some(crate::sys::malloc::DEFAULT_TOP_PAD),
+        }
+    }
+
+    /// Warn (through the `log` facade) when a fiber or task runs longer than `budget` without
+    /// yielding; `None` turns the watchdog thread off. Default: 100 ms.
+    pub fn long_running_budget(&mut self, budget: Option<std::time::Duration>) -> &mut Builder {
+        self.long_running_budget = budget;
+        self
+    }
+
+    /// The most threads `spawn_blocking` may run at once (default 512); more jobs queue.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
+        assert!(n > 0, "max_blocking_threads must be at least 1");
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking thread waits for a job before it exits (default 10 s).
+    pub fn blocking_keep_alive(&mut self, keep_alive: std::time::Duration) -> &mut Builder {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
+    /// Number of worker threads, each an event loop running fibers and tasks (default: the
+    /// number of CPUs this process may use). All are started when the runtime is built.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    pub fn worker_threads(&mut self, n: usize) -> &mut Builder {
+        assert!(n > 0, "a spindle runtime needs at least one worker thread");
+        self.worker_threads = Some(n);
+        self
+    }
+
+    /// Default stack size of the fibers of this runtime, guard page included (rounded up to
+    /// whole pages; 16 KiB to 1 GiB). [`fiber::Builder::stack_size`] overrides it per fiber.
+    pub fn stack_size(&mut self, bytes: usize) -> &mut Builder {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// How many free stacks each worker keeps mapped once it goes idle (default 65,536): above
+    /// it, an idle worker unmaps the chunks (64 stacks each) whose stacks are all free. A free
+    /// stack beyond `stack_keep_warm` costs address space only (256 KiB each by default,
+    /// reserved with `MAP_NORESERVE`), no memory; a large cache lets bursts of tens of
+    /// thousands of fibers reuse mappings instead of paying `mmap`/`munmap` each time.
+    pub fn stack_cache(&mut self, stacks: usize) -> &mut Builder {
+        self.stack_cache = stacks;
+        self
+    }
+
+    /// How many of the most recently released stacks keep their pages (default 256); the
+    /// others give their pages back to the kernel with `madvise(MADV_DONTNEED)`, in batches,
+    /// when the worker goes idle (and while it is busy, once more than `stack_cache + 1,024`
+    /// stacks were released since the last batch).
+    pub fn stack_keep_warm(&mut self, stacks: usize) -> &mut Builder {
+        self.stack_keep_warm = stacks;
+        self
+    }
+
+    /// Name prefix of the worker threads (default `spindle-worker`).
+    pub fn thread_name(&mut self, name: impl Into<String>) -> &mut Builder {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// glibc only: the free memory each allocator arena keeps at its top instead of giving
+    /// it back to the kernel (`mallopt(M_TOP_PAD)`), set once per process by the first
+    /// runtime built. Default 8 MiB: glibc's per-thread arenas, which worker threads use,
+    /// otherwise return memory on every free that leaves more than 128 KiB on top, so code
+    /// that allocates and frees a few hundred KiB or a few MiB per request pays a `madvise`
+    /// and a page fault per page on every request (module `sys::malloc`). An arena keeps that
+    /// much only once it has grown that far (glibc's own dynamic trim threshold lets the main
+    /// thread's arena keep up to 64 MiB). `None` leaves glibc's setting
+    /// alone; a `MALLOC_TOP_PAD_` environment variable always wins. Other C libraries: no-op.
+    pub fn malloc_top_pad(&mut self, bytes: Option<usize>) -> &mut Builder {
+        self.malloc_top_pad = bytes;
+        self
+    }
+
+    /// Starts the worker threads and returns the runtime.
+    pub fn build(&self) -> io::Result<Runtime> {
+        static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
+        let config = Config {
+            stack_size: normalize_size(self.stack_size)?,
+            stack_cache: self.stack_cache,
+            stack_keep_warm: self.stack_keep_warm,
+        };
+        fiber::overflow::install_handler();
+        fiber::cancel::install_hook();
+        if let Some(pad) = self.malloc_top_pad {
+            crate::sys::malloc::set_top_pad(pad);
+        }
+        let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
+        let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+        let workers =
+            (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+        let shared = Arc::new(RuntimeShared {
+            id,
+            config,
+            workers,
+            injector: crossbeam_deque::Injector::new(),
+            task_injector: crossbeam_deque::Injector::new(),
+            idle: idle::IdleSet::new(n),
+            closed: AtomicBool::new(false),
+            started: std::time::Instant::now(),
+            spawn_gate: std::sync::RwLock::new(false),
+            blocking: Arc::new(crate::blocking::BlockingPool::new(
+                self.max_blocking_threads,
+                self.blocking_keep_alive,
+                format!("{}-blocking", self.thread_name),
+            )),
+            shutdown: crate::shutdown::ShutdownToken::new(),
+        });
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let rt = shared.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("{}-{i}", self.thread_name))
+                .spawn(move || Worker::new(rt, i).run());
+            match spawned {
+                Ok(handle) => {
+                    let _ = shared.workers[i].thread.set(handle.thread().id());
+                    threads.push(handle);
+                }
+                Err(e) => {
+                    // Stop the workers already started before reporting the error.
+                    drop(Runtime { shared, threads, watchdog: None });
+                    return Err(e);
+                }
+            }
+        }
+        let watchdog = match self.long_running_budget {
+            Some(budget) if !budget.is_zero() => {
+                let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+                let (rt, stop2) = (Arc::downgrade(&shared), stop.clone());
+                thread::Builder::new()
+                    .name(format!("{}-watchdog", self.thread_name))
+                    .spawn(move || metrics::watchdog(rt, budget, stop2))
+                    .ok()
+                    .map(|h| (stop, h))
+            }
+            _ => None,
+        };
+        Ok(Runtime { shared, threads, watchdog })
+    }
+}

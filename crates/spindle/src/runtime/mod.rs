@@ -1,0 +1,237 @@
+//! The runtime: worker threads started when it is built, each an event loop running fibers
+//! and tasks; and what a user holds of it ([`Runtime`], [`Handle`], [`Builder`]).
+//!
+//! M:N: `worker_threads` workers, all started when the runtime is built, each an event loop
+//! with its own run queue, reactor, timers and stack pool (module `sched`). New fibers carry
+//! no owner until their first run, so any worker may start them: a spawn stays on the
+//! spawning worker while every worker is busy, and goes to the shared injector (waking one
+//! idle worker) when some worker is idle. A started fiber is resumed only by its owner.
+//!
+//! Shutdown (dropping the [`Runtime`]): each worker stops taking new work, cancels fibers that
+//! never started (their join handles get a cancelled [`JoinError`](crate::JoinError)) and
+//! resumes every started fiber with its cancel flag set, so it unwinds from its suspension
+//! point (`park`, `yield_now`, a blocking channel operation) and runs its destructors. Fibers
+//! that only switch among themselves (yield loops, endless ping-pong) see the shutdown within
+//! a few dozen switches. Fibers spawned during shutdown (from a destructor) are cancelled
+//! too, even when pinned to a worker that has already stopped. A fiber that never reaches a
+//! suspension point (an endless computation) keeps the drop from returning, as a thread that
+//! never ends keeps `join` from returning.
+
+pub(crate) mod block_on;
+mod builder;
+pub(crate) mod handle;
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+
+pub use block_on::{Async, BlockOn, Closure};
+pub use builder::Builder;
+pub use handle::{Handle, RuntimeClosed};
+
+use crate::error::Cancelled;
+use crate::fiber::{self, JoinHandle};
+use crate::sched::{metrics, worker, Config, RuntimeShared};
+
+/// A spindle runtime: its worker threads run fibers and tasks until the runtime is dropped.
+///
+/// ```
+/// let rt = spindle::Runtime::new().unwrap();
+/// let sum = rt.block_on(|| {
+///     let handles: Vec<_> = (0..10u64).map(|i| spindle::spawn(move || i * i)).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+/// });
+/// assert_eq!(sum, 285);
+/// ```
+#[derive(Debug)]
+pub struct Runtime {
+    shared: Arc<RuntimeShared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    watchdog: Option<(StopSignal, thread::JoinHandle<()>)>,
+}
+
+use metrics::StopSignal;
+
+impl Runtime {
+    /// A runtime with the default settings.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// Runs `body` on this runtime and blocks the calling thread until it is done, then returns
+    /// its result. `body` is a closure (run as a fiber, in blocking style) or a future (polled
+    /// in a fiber, so it may also call blocking-style code); see [`BlockOn`]. A panic in it
+    /// resumes on the caller.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(|| 1 + 1), 2);
+    /// assert_eq!(rt.block_on(async { spindle::task::yield_now().await; 3 }), 3);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber of this same runtime (that would block the worker the fiber
+    /// waits for): spawn and join instead.
+    pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
+        if let Some(worker) = worker::current() {
+            assert!(
+                worker.shared.runtime_id != self.shared.id,
+                "Runtime::block_on called from a fiber of the same runtime; spawn a fiber and join it instead"
+            );
+        }
+        let handle = fiber::Builder::new()
+            .name("block_on")
+            .spawn_on(self, move || body.run())
+            .expect("spawn the block_on fiber");
+        match handle.join() {
+            Ok(value) => value,
+            Err(err) => std::panic::resume_unwind(err.into_panic()),
+        }
+    }
+
+    /// Spawns a fiber on this runtime from any thread.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        fiber::Builder::new().spawn_on(self, f).expect("spawn a fiber with the runtime's default settings")
+    }
+
+    /// Spawns `future` as an async task on this runtime, from any thread. The handle is a
+    /// future of the task's result and can abort it.
+    pub fn spawn_async<F>(&self, future: F) -> crate::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        crate::task::spawn_on(self.shared.clone(), future)
+    }
+
+    /// Runs `f` on the runtime's blocking thread pool; the handle can be joined from a fiber
+    /// (parks it) or a thread, or awaited.
+    pub fn spawn_blocking<F, T>(&self, f: F) -> crate::blocking::BlockingHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.blocking.spawn(f)
+    }
+
+    /// A snapshot of every worker's counters.
+    pub fn metrics(&self) -> Vec<metrics::WorkerMetrics> {
+        self.shared.workers.iter().map(|w| w.stats.snapshot(w.index, self.shared.started)).collect()
+    }
+
+    /// Every started, unfinished fiber of the runtime: id, name, owner worker and what it is
+    /// parked on. Each worker lists its own fibers (in a task on its loop), so the call waits
+    /// for every worker to get there: from a fiber it parks, from a thread it blocks.
+    pub fn dump_fibers(&self) -> Vec<metrics::FiberInfo> {
+        let handles: Vec<_> = self
+            .shared
+            .workers
+            .iter()
+            .map(|w| {
+                crate::task::spawn_pinned(w.clone(), async {
+                    worker::current().map(|w| w.dump()).unwrap_or_default()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    }
+
+    /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of
+    /// [`Handle`]).
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.shared.clone())
+    }
+
+    /// The runtime's shutdown token: servers and loops on the runtime watch it (inside the
+    /// runtime, [`shutdown::token`](crate::shutdown::token) returns the same token), and
+    /// [`shutdown_timeout`](Self::shutdown_timeout) triggers it.
+    pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
+        self.shared.shutdown.clone()
+    }
+
+    /// Shuts the runtime down gracefully: triggers its [shutdown token](Self::shutdown_token),
+    /// waits until the work tracked with [`ShutdownToken::track`](crate::shutdown::ShutdownToken::track)
+    /// has finished or `timeout` has passed, then stops the runtime, cancelling every fiber
+    /// and task still there (fibers unwind at their next suspension point, running their
+    /// destructors; join handles report `Cancelled`). Returns true if the tracked work
+    /// drained in time.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber of this same runtime (it would wait for itself).
+    pub fn shutdown_timeout(self, timeout: std::time::Duration) -> bool {
+        if let Some(worker) = worker::current() {
+            assert!(
+                worker.shared.runtime_id != self.shared.id,
+                "Runtime::shutdown_timeout called from a fiber of the same runtime; call it from the thread that owns the runtime"
+            );
+        }
+        let token = self.shared.shutdown.clone();
+        token.trigger();
+        let drained = token.wait_drained(Some(std::time::Instant::now() + timeout));
+        drop(self);
+        drained
+    }
+
+    /// Number of worker threads.
+    pub fn worker_threads(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<RuntimeShared> {
+        &self.shared
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // From now on spawns through a Handle fail instead of queueing work nobody will run.
+        *self.shared.spawn_gate.write().unwrap_or_else(|e| e.into_inner()) = true;
+        if let Some((stop, handle)) = self.watchdog.take() {
+            *crate::sync::lock(&stop.0) = true;
+            stop.1.notify_all();
+            let _ = handle.join();
+        }
+        for w in &self.shared.workers {
+            w.request_shutdown();
+        }
+        let mut panicked = false;
+        for thread in self.threads.drain(..) {
+            panicked |= thread.join().is_err();
+        }
+        self.shared.blocking.shutdown();
+        // Fibers injected but never taken by a worker, and pinned ones sent to a worker that
+        // had already exited ("shutdown reaches every fiber"): complete them as cancelled.
+        while let Some(fiber) = self.shared.steal_injected_fiber() {
+            fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled::SHUTDOWN));
+        }
+        for w in &self.shared.workers {
+            for fiber in w.take_inbox() {
+                if fiber.header.started() {
+                    // Every started fiber finished in its worker's cancel_all; a stale entry
+                    // can only be a wake-up of a finished fiber, which has nothing left to run.
+                    debug_assert!(fiber.header.is_complete(), "a started fiber outlived its worker");
+                } else {
+                    fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled::SHUTDOWN));
+                }
+            }
+        }
+        // Tasks likewise; from now on an injected task is cancelled by its injector.
+        self.shared.closed.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.shared.cancel_injected_tasks();
+        if panicked && !thread::panicking() {
+            panic!("a spindle worker thread panicked");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The event loop of a worker: the scheduler context's loop, sleeping in the reactor when
+//! nothing is runnable, and the busy worker's periodic look at the reactor.
+//!
+//! Invariants: the module `sched::worker` doc's "shutdown reaches every fiber"; and **no
+//! sleep with work waiting**: before blocking in `epoll_wait` the worker announces itself
+//! idle, then looks at the injectors one last time (the runtime's placement invariants,
+//! module `sched::idle`, loom-checked), then at its inbox (module `reactor::sleep_gate`).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{Worker, WORKER};
+use crate::fiber::overflow;
+use crate::sched::metrics::bump;
+
+/// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
+pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
+
+/// How long a worker must stay idle before it gives its cached stacks' pages back.
+const TRIM_AFTER_IDLE: Duration = Duration::from_millis(200);
+
+impl Worker {
+    /// Runs the scheduler context until shutdown is requested, then cancels what is left.
+    pub(crate) fn run(&self) {
+        let _alt = overflow::AltStack::ensure();
+        WORKER.with(|w| w.set(self));
+        loop {
+            if self.stopping.get() {
+                break; // a fiber saw the shutdown between two switches
+            }
+            self.run_tasks();
+            if let Some(next) = self.pop_runnable() {
+                self.resume_from_scheduler(next);
+                continue;
+            }
+            if let Some(next) = self.take_injected() {
+                self.resume_from_scheduler(next);
+                continue;
+            }
+            // Checked before taking more tasks: tasks that keep waking themselves would
+            // otherwise keep the worker from ever seeing the shutdown.
+            if self.shared.shutdown.load(Ordering::Acquire) {
+                self.stopping.set(true);
+                break;
+            }
+            if self.tasks.has_queued() || self.find_tasks() {
+                continue;
+            }
+            log::trace!(
+                "worker {} idle with {} parked fibers",
+                self.shared.index,
+                self.registry.borrow().len()
+            );
+            self.idle();
+        }
+        self.cancel_all();
+        WORKER.with(|w| w.set(std::ptr::null()));
+    }
+
+    /// The scheduler context has nothing to run: fire due timers, then block in the reactor
+    /// until I/O, a timer or a remote wake-up makes something runnable. Trims the stack pool
+    /// once the worker has stayed idle for `TRIM_AFTER_IDLE`.
+    fn idle(&self) {
+        let now = Instant::now();
+        self.fire_timers(now);
+        if self.has_runnable() {
+            return;
+        }
+        let next_timer = self.timers.next_deadline().map(|d| d.saturating_duration_since(now));
+        let trim = self.pool.borrow().needs_trim();
+        let timeout = match (next_timer, trim) {
+            (Some(t), true) => Some(t.min(TRIM_AFTER_IDLE)),
+            (Some(t), false) => Some(t),
+            (None, true) => Some(TRIM_AFTER_IDLE),
+            (None, false) => None,
+        };
+        let driver = &self.shared.driver;
+        // Announce idleness, then look at the injectors one last time, then at the inbox.
+        self.rt.enter_idle(&self.shared);
+        if !self.rt.injector_is_empty() || !self.rt.task_injector_is_empty() {
+            self.rt.leave_idle(&self.shared);
+            return;
+        }
+        if !driver.begin_sleep() {
+            self.rt.leave_idle(&self.shared);
+            return; // remote work arrived
+        }
+        if self.shared.shutdown.load(Ordering::SeqCst) {
+            driver.end_sleep();
+            self.rt.leave_idle(&self.shared);
+            return;
+        }
+        let stats = &self.shared.stats;
+        bump(&stats.sleeps, 1);
+        stats.sleeping.store(true, Ordering::Relaxed);
+        let slept_from = Instant::now();
+        let ready = {
+            let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
+            let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
+                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
+                0
+            });
+            self.dispatching.set(false);
+            driver.end_sleep();
+            self.rt.leave_idle(&self.shared);
+            ready
+        };
+        let after = Instant::now();
+        bump(&stats.sleep_ns, u64::try_from((after - slept_from).as_nanos()).unwrap_or(u64::MAX));
+        stats.sleeping.store(false, Ordering::Relaxed);
+        self.fire_timers(after);
+        if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
+            self.pool.borrow_mut().trim();
+        }
+    }
+
+    /// Counts a switch; every `BUSY_POLL_INTERVAL` of them, polls the reactor without blocking,
+    /// balances, and looks for a shutdown request (fibers that keep switching among themselves
+    /// never return to the loop, which is where shutdown is otherwise noticed).
+    #[inline]
+    pub(super) fn count_switch(&self) {
+        let switches = self.switches.get().wrapping_add(1);
+        self.switches.set(switches);
+        if switches & (BUSY_POLL_INTERVAL - 1) == 0 {
+            self.poll_busy();
+            self.balance();
+            if self.shared.shutdown.load(Ordering::Relaxed) {
+                self.stopping.set(true);
+            }
+        }
+    }
+
+    /// A busy worker's look at the reactor: non-blocking, only when something could be due.
+    #[cold]
+    fn poll_busy(&self) {
+        if !self.timers.is_empty() {
+            self.fire_timers(Instant::now());
+        }
+        if self.shared.driver.has_registrations() {
+            let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
+            if let Err(e) = self.shared.driver.poll(&mut events, Some(Duration::ZERO)) {
+                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
+            }
+            self.dispatching.set(false);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! A worker's runnable fibers: the run queue, the fiber LIFO slot, the inbox, where new
+//! fibers go, and the balancing of unstarted fibers between workers.
+//!
+//! Invariants: the module `sched::worker` doc's "fibers stay home" (only unstarted, unpinned
+//! fibers ever leave this queue for the injector) and "LIFO slots".
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use super::lifo::{LifoSlot, Pop};
+use super::{Queued, Worker};
+use crate::fiber::control::FiberRef;
+use crate::sched::metrics::bump;
+
+/// The run queue and the fiber LIFO slot.
+pub(super) struct FiberQueue {
+    queue: RefCell<VecDeque<FiberRef>>,
+    lifo: LifoSlot<FiberRef>,
+}
+
+impl FiberQueue {
+    pub(super) fn new() -> FiberQueue {
+        FiberQueue { queue: RefCell::new(VecDeque::new()), lifo: LifoSlot::new() }
+    }
+
+    pub(super) fn push_back(&self, fiber: FiberRef) {
+        self.queue.borrow_mut().push_back(fiber);
+    }
+
+    /// Puts back a fiber that was popped but not run.
+    pub(super) fn push_front(&self, fiber: FiberRef) {
+        self.queue.borrow_mut().push_front(fiber);
+    }
+
+    pub(super) fn has_runnable(&self) -> bool {
+        self.lifo.is_full() || !self.queue.borrow().is_empty()
+    }
+}
+
+impl Worker {
+    /// **queue** a runnable fiber on this worker: at the back, or, when `Woken` by this
+    /// worker's own code and the reactor is not dispatching, into the LIFO slot (the previous
+    /// occupant goes to the back).
+    #[inline]
+    pub(crate) fn queue_fiber(&self, fiber: FiberRef, how: Queued) {
+        if how == Queued::Woken && !self.dispatching.get() {
+            if let Some(prev) = self.fibers.lifo.put(fiber) {
+                self.fibers.push_back(prev);
+            }
+        } else {
+            self.fibers.push_back(fiber);
+        }
+    }
+
+    /// Places a new fiber: on this worker when it is pinned (`spawn_local`), when it has
+    /// nothing else queued (the spawner often waits for it next: running it here costs no
+    /// cross-thread hop) or while every worker is busy; otherwise in the injector, waking an
+    /// idle worker.
+    pub(crate) fn place_new(&self, fiber: FiberRef) {
+        if !fiber.header.pinned && self.rt.has_idle_workers() && !self.fibers.queue.borrow().is_empty() {
+            self.rt.inject_fiber(fiber);
+        } else {
+            self.queue_fiber(fiber, Queued::Back);
+        }
+    }
+
+    /// Takes the next runnable fiber, draining the inbox first if it has something: the LIFO
+    /// slot's unless `LIFO_CAP` runs in a row came from there, else the run queue's front.
+    #[inline]
+    pub(super) fn pop_runnable(&self) -> Option<FiberRef> {
+        if self.shared.driver.has_remote_work() {
+            self.drain_inbox();
+        }
+        match self.fibers.lifo.pop() {
+            Pop::Run(fiber) => return Some(fiber),
+            Pop::Capped(fiber) => self.fibers.push_back(fiber),
+            Pop::Empty => {}
+        }
+        self.fibers.queue.borrow_mut().pop_front()
+    }
+
+    /// Moves remote work (fibers and pinned tasks sent here) into the local queues.
+    #[cold]
+    pub(super) fn drain_inbox(&self) {
+        if self.shared.driver.take_remote_work() {
+            bump(&self.shared.stats.remote_wakeups, 1);
+            self.shared.drain_inboxes(
+                |fibers| self.fibers.queue.borrow_mut().extend(fibers),
+                |tasks| self.tasks.extend_pinned(tasks),
+            );
+        }
+    }
+
+    /// Takes a new fiber from the injector (counted).
+    pub(super) fn take_injected(&self) -> Option<FiberRef> {
+        let f = self.rt.steal_injected_fiber()?;
+        bump(&self.shared.stats.injected_taken, 1);
+        Some(f)
+    }
+
+    /// A busy worker's share of balancing, every `BUSY_POLL_INTERVAL` switches: hand the
+    /// unstarted half of its backlog to the injector when other workers are idle, and take an
+    /// injected fiber now and then so that injected work is not starved by local work.
+    #[cold]
+    pub(super) fn balance(&self) {
+        if self.rt.workers.len() == 1 {
+            return;
+        }
+        if self.rt.has_idle_workers() {
+            let mut queue = self.fibers.queue.borrow_mut();
+            let mut give = queue.len() / 2;
+            let mut kept = VecDeque::new();
+            while give > 0 {
+                let Some(f) = queue.pop_back() else { break };
+                if f.header.started() || f.header.pinned {
+                    // Started fibers never move ("fibers stay home"), nor do spawn_local ones.
+                    kept.push_front(f);
+                } else {
+                    give -= 1;
+                    bump(&self.shared.stats.shared_out, 1);
+                    self.rt.inject_fiber(f);
+                }
+                if kept.len() > 64 {
+                    break;
+                }
+            }
+            queue.extend(kept);
+        } else if let Some(f) = self.take_injected() {
+            self.fibers.push_back(f);
+        }
+        self.share_tasks();
+    }
+}

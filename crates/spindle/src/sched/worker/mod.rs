@@ -1,0 +1,220 @@
+//! One worker: a thread that runs fibers and polls tasks on one event loop.
+//!
+//! Rooms, one mechanism each:
+//!
+//! | file | mechanism |
+//! |---|---|
+//! | `event_loop.rs` | the loop: run, sleep in the reactor, busy polls, shutdown detection |
+//! | `switch.rs` | context switches: start, resume, yield, park, finish a fiber; wake one |
+//! | `fiber_queue.rs` | the fiber run queue, the inbox, placing new fibers, balancing |
+//! | `task_queue.rs` | the task queues, polling tasks, stealing |
+//! | `lifo.rs` | the LIFO slot both queues use |
+//! | `timers.rs` | the worker's timer wheel |
+//! | `cancel.rs` | shutdown: cancelling every fiber and task left |
+//! | `shared.rs` | [`WorkerShared`], the part other threads touch |
+//!
+//! # Queueing work: three verbs
+//!
+//! - **queue** ([`Worker::queue_fiber`], [`Worker::queue_task`]): onto this worker's own
+//!   queues, from its own thread; [`Queued::Woken`] puts it in the LIFO slot.
+//! - **send** ([`WorkerShared::send_fiber`], [`WorkerShared::send_task`]): into another
+//!   worker's inbox, from any thread, waking it.
+//! - **inject** (`RuntimeShared::inject_fiber`, `inject_task`): into the runtime's injector,
+//!   where any worker takes it, waking an idle one.
+//!
+//! Deciding among them: [`Worker::place_new`] (a new fiber), [`reschedule`] (a woken fiber:
+//! queue on its owner or send to it), `Task::queue` (a task, by its home).
+//!
+//! # Contexts and switches
+//!
+//! A worker thread runs two kinds of contexts: its own (the *scheduler context*, on the
+//! thread's stack, in `event_loop::run`) and fibers (each on its own stack). A fiber that
+//! yields, parks or finishes switches **directly** to the next runnable fiber; only when
+//! nothing is runnable does it switch to the scheduler context, which then sleeps until a
+//! remote wake-up arrives. A yield between two fibers is therefore one context switch.
+//!
+//! # Invariants
+//!
+//! - **Owner-only state.** All `Worker` fields are touched only by the worker's own thread;
+//!   other threads reach the worker through [`WorkerShared`] (the inboxes and the driver).
+//!   No `RefCell` borrow is held across a switch.
+//! - **One current fiber.** `current` holds the fiber that is running, `None` while the
+//!   scheduler context runs.
+//! - **Fibers stay home.** A started fiber belongs to exactly one worker (`Header::owner`) and
+//!   is resumed only by it: a remote wake-up goes through the owner's inbox. A fiber is in at
+//!   most one queue at a time, and only while it is runnable (park word `IDLE`).
+//! - **The registry keeps parked fibers alive.** It holds a reference to every started,
+//!   unfinished fiber, so a parked fiber's stack lives until the fiber is resumed, or
+//!   cancelled at shutdown.
+//! - **Recycled off its own stack.** A fiber that finished is recycled (stack back to the
+//!   pool, registry entry dropped) by whichever context runs next, right after the switch.
+//! - **Where tasks wait.** Async tasks (module `task`) wait in the worker's stealable queue
+//!   (`tasks.deque`, a crossbeam deque: the owner pushes and pops, idle workers steal from the
+//!   other end), the runtime's task injector, for tasks pinned to this worker `tasks.pinned`
+//!   plus the inbox for wake-ups from other threads, and the task LIFO slot. A worker about
+//!   to sleep with nothing runnable first takes injected tasks, then steals from the other
+//!   workers' queues. `tasks.live` lists the tasks this worker must cancel at shutdown (it
+//!   may hold finished ones; they are pruned as it grows).
+//! - **Shutdown reaches every fiber.** Shutdown is seen by the loop, and by fibers every
+//!   `BUSY_POLL_INTERVAL` switches (fibers that yield or ping-pong among themselves never
+//!   return to the loop). From then on (`stopping`) every switch goes to the scheduler
+//!   context, so `cancel_all` marks each fiber cancelled before it runs again: no fiber runs
+//!   on uncancelled. Fibers that reach a worker's inbox after the worker exited (pinned spawns
+//!   from another worker still cancelling) are cancelled by `Runtime::drop` once every worker
+//!   has joined.
+//! - **LIFO slots.** The worker has one fiber slot and one task slot (module `lifo`). A fiber
+//!   that code running on this worker unparks (a send, a join completing, a lock released)
+//!   goes into the fiber slot; a task that code running here wakes (`IDLE → SCHEDULED`,
+//!   pinned or not) goes into the task slot. The previous occupant goes to the back of its
+//!   queue. Everything else keeps FIFO order: spawns, yields (`yield_now`, a task waking
+//!   itself during its poll), remote wake-ups (inboxes, injector), and wake-ups the reactor
+//!   dispatches (timers, epoll; the `dispatching` flag), so that a batch of readiness runs in
+//!   arrival order. The next fiber to run is the fiber slot's, and the next task to poll the
+//!   task slot's, unless `LIFO_CAP` (3) runs in a row came from that slot: then its occupant
+//!   goes to the back of its queue and the queue's front runs. So a ping-pong pair gets at
+//!   most 3 hand-offs before the rest of the queue runs, and `run_tasks` does not count slot
+//!   polls against its budget (each budget unit allows at most `LIFO_CAP + 1` polls).
+//!   Stealing: the fiber slot holds only started fibers (only a parked fiber is unparked),
+//!   which never move anyway. The task slot is not stealable. Its task waits at most until
+//!   the current task poll ends, or until the running fiber's next switch (`switch_away` goes
+//!   to the scheduler context whenever a task is queued, slot included), the same wait as at
+//!   the front of the deque; the worker never sleeps with a full slot (`has_runnable`), and a
+//!   displaced occupant goes to the stealable queue, which wakes an idle worker as before.
+//!   What a thief cannot take is the one task woken during a poll that then runs long:
+//!   tokio's known LIFO pitfall, bounded here by the watchdog's warning about polls over
+//!   `long_running_budget`.
+
+mod cancel;
+mod event_loop;
+mod fiber_queue;
+mod lifo;
+mod shared;
+mod switch;
+mod task_queue;
+mod timers;
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use super::metrics::FiberInfo;
+use super::registry::Registry;
+use super::RuntimeShared;
+use crate::fiber::control::FiberRef;
+use crate::fiber::sanitizer;
+use crate::fiber::stack_pool::StackPool;
+use crate::sys::epoll::Event;
+use fiber_queue::FiberQueue;
+pub(crate) use shared::WorkerShared;
+pub(crate) use switch::reschedule;
+use task_queue::TaskQueue;
+pub(crate) use timers::TimerHandle;
+use timers::Timers;
+
+/// How a runnable fiber or task joins this worker's queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queued {
+    /// At the back: a spawn, a yield, a task that woke itself during its poll.
+    Back,
+    /// Woken by this worker's own code: into the LIFO slot, to run next ("LIFO slots"),
+    /// unless the reactor is dispatching.
+    Woken,
+}
+
+std::thread_local! {
+    /// The worker running on this thread, or null.
+    static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The current thread's worker, if this thread is a worker.
+///
+/// The reference is valid for as long as code runs on this worker thread inside the loop
+/// (`event_loop::run`): every fiber runs there, and the worker outlives all of them (they
+/// finish or are cancelled before `run` returns). Callers must not keep it beyond that, which
+/// holds for all crate-internal callers (they use it within one call).
+#[inline]
+pub(crate) fn current() -> Option<&'static Worker> {
+    let ptr = WORKER.with(|w| w.get());
+    // SAFETY: WORKER is set by `run` to a worker that lives on that frame until it clears
+    // WORKER again before returning; see the function doc for the lifetime.
+    unsafe { ptr.as_ref() }
+}
+
+/// A worker's thread-local state, grouped by mechanism.
+pub(crate) struct Worker {
+    pub(crate) shared: Arc<WorkerShared>,
+    pub(crate) rt: Arc<RuntimeShared>,
+    /// Runnable fibers (module `fiber_queue`).
+    fibers: FiberQueue,
+    /// Runnable and live tasks (module `task_queue`).
+    tasks: TaskQueue,
+    /// The running fiber ("one current fiber").
+    current: Cell<Option<FiberRef>>,
+    /// Saved stack pointer of the scheduler context while a fiber runs.
+    sched_sp: Cell<usize>,
+    /// What ASan and TSan know of the scheduler context (zero-sized unless built for them).
+    san: sanitizer::Context,
+    /// A fiber that finished and awaits recycling by the next context.
+    finished: Cell<Option<FiberRef>>,
+    pool: RefCell<StackPool>,
+    registry: RefCell<Registry>,
+    /// Timers of the fibers and futures of this worker (module `timers`).
+    timers: Timers,
+    /// Reused buffer of epoll events.
+    events: RefCell<Vec<Event>>,
+    /// Switches since the last non-blocking poll of the reactor (busy workers poll I/O and
+    /// timers every `BUSY_POLL_INTERVAL` switches).
+    switches: Cell<u32>,
+    /// Shutdown was seen: every switch goes back to the scheduler context, which stops the
+    /// loop and cancels what is left.
+    stopping: Cell<bool>,
+    /// Set while the reactor dispatches wake-ups (timers, epoll): those keep FIFO order.
+    dispatching: Cell<bool>,
+}
+
+impl Worker {
+    pub(crate) fn new(rt: Arc<RuntimeShared>, index: usize) -> Worker {
+        let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
+        let deque = rt.workers[index].take_deque();
+        Worker {
+            shared: rt.workers[index].clone(),
+            rt,
+            fibers: FiberQueue::new(),
+            tasks: TaskQueue::new(deque),
+            current: Cell::new(None),
+            sched_sp: Cell::new(0),
+            san: {
+                // Worker::new runs on the worker's own thread.
+                let san = sanitizer::Context::default();
+                san.this_thread();
+                san
+            },
+            finished: Cell::new(None),
+            pool: RefCell::new(pool),
+            registry: RefCell::new(Registry::default()),
+            timers: Timers::new(),
+            events: RefCell::new(Vec::with_capacity(256)),
+            switches: Cell::new(0),
+            stopping: Cell::new(false),
+            dispatching: Cell::new(false),
+        }
+    }
+
+    /// This worker's fibers, for `Runtime::dump_fibers` (runs on the worker's thread).
+    pub(crate) fn dump(&self) -> Vec<FiberInfo> {
+        self.registry
+            .borrow()
+            .iter()
+            .map(|f| FiberInfo {
+                id: f.header.id,
+                name: f.header.name.as_deref().map(str::to_owned),
+                worker: self.shared.index,
+                waiting_on: if f.header.park.is_parked() { f.header.waiting_on.get() } else { "runnable" },
+            })
+            .collect()
+    }
+
+    /// Whether anything is runnable here: a fiber, a task, or remote work in the inbox.
+    fn has_runnable(&self) -> bool {
+        self.fibers.has_runnable() || self.tasks.has_queued() || self.shared.driver.has_remote_work()
+    }
+}

@@ -1,0 +1,327 @@
+//! Context switches: starting, resuming, yielding, parking and finishing fibers, and
+//! waking one ([`reschedule`]).
+//!
+//! Every switch is one call to `fiber::arch::switch` (hand-written assembly): from the
+//! scheduler context into a fiber (`resume_from_scheduler`), or from a fiber straight to the
+//! next runnable one or back to the scheduler context (`switch_away`).
+//!
+//! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "the
+//! registry keeps parked fibers alive" and "recycled off its own stack"; the fiber's park word
+//! is module `fiber::park_state` (loom-checked).
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{current, Queued, Worker};
+use crate::fiber::arch;
+use crate::fiber::control::{FiberCell, FiberRef, Header, Stage};
+use crate::fiber::overflow;
+use crate::fiber::park_state::Park;
+use crate::fiber::sanitizer;
+use crate::sched::metrics::bump;
+
+impl Worker {
+    /// Whether a fiber is running on this worker (the caller is that fiber), without cloning it.
+    #[inline]
+    pub(crate) fn in_fiber(&self) -> bool {
+        // SAFETY: `current` is owner-only (we are on the worker's thread) and no reference
+        // into the cell is alive; we only read whether it holds a fiber.
+        unsafe { (*self.current.as_ptr()).is_some() }
+    }
+
+    /// The running fiber, if a fiber is running.
+    pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
+        let fiber = self.current.take();
+        let copy = fiber.clone();
+        self.current.set(fiber);
+        copy
+    }
+
+    /// Runs `f` on the running fiber's header (`None` in the scheduler context).
+    #[inline]
+    pub(super) fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
+        let fiber = self.current.take();
+        let r = f(fiber.as_ref());
+        self.current.set(fiber);
+        r
+    }
+
+    /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
+    fn run_current(&self) {
+        let cell: *const FiberCell<dyn Stage> =
+            self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
+        // SAFETY: the registry holds a reference to this started fiber until it finishes ("the
+        // registry keeps parked fibers alive"), so the cell outlives this call; no RefCell
+        // borrow is held while the user's closure runs.
+        let cell = unsafe { &*cell };
+        if let Some(why) = cell.header.cancellation() {
+            // Cancelled before its first run: complete without running the closure.
+            cell.stage.abort_unstarted(&cell.header, Box::new(why));
+            return;
+        }
+        cell.stage.run(&cell.header);
+    }
+
+    /// A stack of `len` bytes from this worker's pool, with an error that says what failed.
+    pub(crate) fn alloc_stack(&self, len: usize) -> io::Result<crate::fiber::stack::Stack> {
+        self.pool.borrow_mut().get(len).map_err(|err| {
+            io::Error::new(err.kind(), format!("could not allocate a {len} byte fiber stack: {err}"))
+        })
+    }
+
+    /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
+    /// Returns the stack pointer to switch to, or `None` when it could not start (it is then
+    /// completed with the error as its panic payload).
+    #[inline]
+    fn prepare(&self, fiber: &FiberRef) -> Option<usize> {
+        let header = &fiber.header;
+        if header.started() {
+            return Some(header.sp.get());
+        }
+        self.start(fiber)
+    }
+
+    /// The first-run half of [`prepare`](Self::prepare).
+    #[cold]
+    #[inline(never)]
+    fn start(&self, fiber: &FiberRef) -> Option<usize> {
+        let header = &fiber.header;
+        // A fiber spawned on a worker got its stack at spawn; one spawned from outside the
+        // runtime gets it now, and a failure here can only reach its joiner.
+        let stack = match header.stack.take() {
+            Some(stack) => stack,
+            None => match self.alloc_stack(header.stack_size) {
+                Ok(stack) => stack,
+                Err(err) => {
+                    crate::report::error(format_args!(
+                        "spindle: fiber {} ({}): {err}",
+                        header.id,
+                        header.display_name()
+                    ));
+                    fiber.stage.abort_unstarted(header, Box::new(err.to_string()));
+                    return None;
+                }
+            },
+        };
+        // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
+        // and has a guard page below (Stack's contract).
+        let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
+        header.guard.set(stack.guard());
+        header.san.start_fiber(stack.bottom(), stack.top());
+        header.stack.set(Some(stack));
+        header.sp.set(sp);
+        header.set_owner(&self.shared);
+        let slot = self.registry.borrow_mut().insert(fiber.clone());
+        header.slot.set(slot);
+        bump(&self.shared.stats.fibers_started, 1);
+        self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+        Some(sp)
+    }
+
+    /// From the scheduler context: switch into `fiber` until it switches back.
+    pub(super) fn resume_from_scheduler(&self, fiber: FiberRef) {
+        let Some(sp) = self.prepare(&fiber) else { return };
+        self.note_resume(&fiber.header);
+        overflow::set_running(&fiber.header);
+        let to: *const sanitizer::Context = &fiber.header.san;
+        self.current.set(Some(fiber));
+        // SAFETY: `to` is in the header of the fiber `current` now holds, alive until the
+        // switch (and the fiber's header outlives its run).
+        sanitizer::before_switch(&self.san, unsafe { &*to }, || false);
+        // SAFETY: `sched_sp` is our own save slot; `sp` was saved by a switch away from this
+        // fiber or made by init_stack, and is resumed once (the fiber was in exactly one
+        // queue: "fibers stay home").
+        unsafe { arch::switch(self.sched_sp.as_ptr(), sp, 0) };
+        sanitizer::after_switch(&self.san);
+        overflow::set_running(std::ptr::null());
+        self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
+        self.after_switch();
+    }
+
+    /// Counts a switch into `header`'s fiber and publishes it as running (for the watchdog).
+    #[inline]
+    fn note_resume(&self, header: &Header) {
+        let stats = &self.shared.stats;
+        bump(&stats.fibers_resumed, 1);
+        bump(&stats.progress, 1);
+        stats.running_fiber.store(header.id, Ordering::Relaxed);
+    }
+
+    /// From a fiber: switch to the next runnable fiber, or to the scheduler context. `save`
+    /// is the running fiber's stack pointer slot; `me` identifies it, so that if it is the
+    /// next runnable one (woken meanwhile, or yielding alone) we simply keep running.
+    /// `next`, when given, is the fiber to try first (the caller popped it already).
+    #[inline]
+    fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
+        self.count_switch();
+        let (target, to): (usize, *const sanitizer::Context) = loop {
+            if self.stopping.get() || self.tasks.has_queued() {
+                // Tasks run in the scheduler context, and during shutdown every switch goes
+                // there ("shutdown reaches every fiber"); a fiber we popped goes back first.
+                if let Some(n) = next.take() {
+                    self.fibers.push_front(n);
+                }
+                self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
+                overflow::set_running(std::ptr::null());
+                break (self.sched_sp.get(), &self.san);
+            }
+            match next.take().or_else(|| self.pop_runnable()).or_else(|| self.take_injected()) {
+                None => {
+                    self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
+                    overflow::set_running(std::ptr::null());
+                    break (self.sched_sp.get(), &self.san);
+                }
+                Some(next) if std::ptr::eq(&next.header, me) => {
+                    self.current.set(Some(next));
+                    return;
+                }
+                Some(next) => {
+                    if let Some(sp) = self.prepare(&next) {
+                        self.note_resume(&next.header);
+                        overflow::set_running(&next.header);
+                        let to: *const sanitizer::Context = &next.header.san;
+                        self.current.set(Some(next));
+                        break (sp, to);
+                    }
+                }
+            }
+        };
+        // SAFETY: `me` is the running fiber's header (alive: `current` or `finished` holds
+        // it), `to` the scheduler's context or the header of the fiber `current` now holds.
+        let (from, to) = unsafe { (&(*me).san, &*to) };
+        sanitizer::before_switch(from, to, || self.is_finished_fiber(me));
+        // SAFETY: `save` is the running fiber's own slot; `target` is the scheduler context's
+        // saved pointer or a runnable fiber's (prepared above), resumed exactly once.
+        unsafe { arch::switch(save, target, 0) };
+        sanitizer::after_switch(from);
+        self.after_switch();
+    }
+
+    /// Whether `me` is the fiber that finished and awaits recycling (it leaves for good).
+    fn is_finished_fiber(&self, me: *const Header) -> bool {
+        let done = self.finished.take();
+        let is = done.as_ref().is_some_and(|f| std::ptr::eq(&f.header, me));
+        self.finished.set(done);
+        is
+    }
+
+    /// Recycles a fiber that finished before the switch that brought us here ("recycled off
+    /// its own stack").
+    #[inline]
+    fn after_switch(&self) {
+        let done = self.finished.take();
+        if done.is_some() {
+            self.recycle(done);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recycle(&self, done: Option<FiberRef>) {
+        if let Some(done) = done {
+            done.header.san.destroy_fiber();
+            if let Some(stack) = done.header.stack.take() {
+                self.pool.borrow_mut().put(stack);
+            }
+            self.registry.borrow_mut().remove(done.header.slot.get());
+            self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Yields the running fiber: it goes to the back of the run queue.
+    pub(crate) fn yield_fiber(&self) {
+        let next = self.pop_runnable();
+        if next.is_none() && !self.tasks.has_queued() {
+            // Nothing else is runnable: keep running, but still look at the reactor now and
+            // then, or a fiber spinning on yield_now would starve timers and I/O.
+            self.count_switch();
+            if self.stopping.get() {
+                // Shutdown: let the scheduler context cancel us.
+                let me = self.current.take().expect("yield_now outside a fiber on a worker");
+                let header: *const Header = &me.header;
+                let save = me.header.sp.as_ptr();
+                self.fibers.push_back(me);
+                self.switch_away(save, header, None);
+            }
+            return check_cancel(self);
+        }
+        // Another fiber, or queued tasks (`switch_away` then goes to the scheduler context
+        // to poll them: a fiber spinning on yield_now must not starve the tasks either).
+        let me = self.current.take().expect("yield_now outside a fiber on a worker");
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        self.fibers.push_back(me);
+        self.switch_away(save, header, next);
+        check_cancel(self);
+    }
+
+    /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
+    pub(crate) fn park_fiber(&self, reason: &'static str) {
+        let me = self.current.take().expect(
+            "a blocking spindle call (channel, lock, join, sleep, socket) was made outside a fiber on a \
+             worker thread, e.g. from an async task: use the async API there",
+        );
+        let header: *const Header = &me.header;
+        if me.header.is_cancelled() || me.header.park.park() == Park::Return {
+            self.current.set(Some(me));
+            return check_cancel(self);
+        }
+        me.header.waiting_on.set(reason);
+        let save = me.header.sp.as_ptr();
+        // The registry keeps the fiber alive while parked.
+        drop(me);
+        self.switch_away(save, header, None);
+        check_cancel(self);
+    }
+
+    /// Ends the running fiber: the next context recycles it. Never returns.
+    fn finish(&self) -> ! {
+        let me = self.current.take().expect("finish outside a fiber");
+        // Break the fiber -> waker -> fiber cycle now that nothing can wait on its behalf.
+        drop(me.header.waker.take());
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        let previous = self.finished.replace(Some(me));
+        debug_assert!(previous.is_none(), "two finished fibers awaiting recycling");
+        self.switch_away(save, header, None);
+        unreachable!("a finished fiber was resumed");
+    }
+}
+
+/// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
+fn check_cancel(worker: &Worker) {
+    let cancelled = worker.with_current(|f| {
+        let f = f?;
+        let why = f.header.cancellation()?;
+        Some((f.header.id, f.header.display_name().to_owned(), why))
+    });
+    if let Some((id, name, why)) = cancelled {
+        if !std::thread::panicking() {
+            crate::fiber::cancel::begin(id, &name);
+            std::panic::resume_unwind(Box::new(why));
+        }
+    }
+}
+
+/// Queues a fiber that its waker has just moved out of `PARKED` (module `park`, "one
+/// rescheduler") on the worker that owns it ("fibers stay home"): into this worker's LIFO
+/// slot when that is the current one, else through the owner's inbox.
+pub(crate) fn reschedule(fiber: FiberRef) {
+    let owner = fiber.header.owner().expect("a parked fiber has an owner");
+    match current() {
+        Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
+            worker.queue_fiber(fiber, Queued::Woken)
+        }
+        _ => owner.send_fiber(fiber.clone()),
+    }
+}
+
+/// The first function of every fiber, entered by the first switch onto its stack.
+unsafe extern "C" fn fiber_entry(_arg: usize, _data: *mut u8) -> ! {
+    let worker = current().expect("fiber started outside a worker");
+    worker.with_current(|f| sanitizer::after_switch(&f.expect("a starting fiber is current").header.san));
+    worker.after_switch();
+    worker.run_current();
+    worker.finish()
+}

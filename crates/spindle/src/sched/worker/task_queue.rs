@@ -1,0 +1,185 @@
+//! A worker's async tasks: the stealable queue, the pinned queue, the task LIFO slot, the
+//! live list, polling them, and stealing from other workers when idle.
+//!
+//! Invariants: the module `sched::worker` doc's "where tasks wait" and "LIFO slots"; the
+//! tasks' own rules are module `task`'s.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use super::lifo::{LifoSlot, Pop};
+use super::{Queued, Worker};
+use crate::sched::metrics::bump;
+use crate::sched::task_ref::TaskRef;
+
+/// A worker with local tasks takes one from the task injector every this many polls.
+const INJECTOR_CHECK_INTERVAL: u32 = 61;
+
+/// The task queues of one worker.
+pub(super) struct TaskQueue {
+    /// Runnable `Send` tasks, polled by the scheduler context on the thread's own stack; idle
+    /// workers steal from the other end.
+    deque: crossbeam_deque::Worker<TaskRef>,
+    /// Runnable tasks pinned to this worker (`spawn_local`): never stolen.
+    pinned: RefCell<VecDeque<TaskRef>>,
+    /// The task LIFO slot, and whether its task is pinned.
+    lifo: LifoSlot<(TaskRef, bool)>,
+    /// Tasks this worker cancels at shutdown, including those that wait for a wake-up and
+    /// sit in no queue ("exactly one canceller"). Finished ones are pruned when it doubles.
+    live: RefCell<Vec<TaskRef>>,
+    /// `live` length that triggers the next pruning.
+    prune_at: Cell<usize>,
+    /// Task polls since the task injector was last checked.
+    polls: Cell<u32>,
+}
+
+impl TaskQueue {
+    pub(super) fn new(deque: crossbeam_deque::Worker<TaskRef>) -> TaskQueue {
+        TaskQueue {
+            deque,
+            pinned: RefCell::new(VecDeque::new()),
+            lifo: LifoSlot::new(),
+            live: RefCell::new(Vec::new()),
+            prune_at: Cell::new(64),
+            polls: Cell::new(0),
+        }
+    }
+
+    /// Whether a task is queued here (on the switch path: reads only).
+    #[inline]
+    pub(super) fn has_queued(&self) -> bool {
+        self.lifo.is_full() || !self.deque.is_empty() || !self.pinned.borrow().is_empty()
+    }
+
+    pub(super) fn extend_pinned(&self, tasks: impl Iterator<Item = TaskRef>) {
+        self.pinned.borrow_mut().extend(tasks);
+    }
+
+    /// Takes any queued task, for shutdown.
+    pub(super) fn pop_any(&self) -> Option<TaskRef> {
+        let slot = self.lifo.take().map(|(t, _)| t);
+        slot.or_else(|| self.pinned.borrow_mut().pop_front()).or_else(|| self.deque.pop())
+    }
+
+    /// Takes the live list, for shutdown.
+    pub(super) fn take_live(&self) -> Vec<TaskRef> {
+        std::mem::take(&mut *self.live.borrow_mut())
+    }
+}
+
+impl Worker {
+    /// **queue** a runnable task on this worker: into the LIFO slot when `Woken` by this
+    /// worker's own code ("LIFO slots"), else at the back of the pinned or stealable queue.
+    pub(crate) fn queue_task(&self, task: TaskRef, pinned: bool, how: Queued) {
+        if how == Queued::Woken && !self.dispatching.get() {
+            if let Some((prev, prev_pinned)) = self.tasks.lifo.put((task, pinned)) {
+                self.queue_task_back(prev, prev_pinned);
+            }
+        } else {
+            self.queue_task_back(task, pinned);
+        }
+    }
+
+    fn queue_task_back(&self, task: TaskRef, pinned: bool) {
+        if pinned {
+            self.tasks.pinned.borrow_mut().push_back(task);
+        } else {
+            self.tasks.deque.push(task);
+            if self.tasks.deque.len() > 2 && self.rt.has_idle_workers() {
+                self.rt.wake_one_idle();
+            }
+        }
+    }
+
+    /// Adds a task to the list this worker cancels at shutdown ("exactly one canceller").
+    pub(crate) fn register_task(&self, task: TaskRef) {
+        let mut live = self.tasks.live.borrow_mut();
+        live.push(task);
+        if live.len() >= self.tasks.prune_at.get() {
+            live.retain(|t| !t.is_done());
+            self.tasks.prune_at.set((live.len() * 2).max(64));
+        }
+    }
+
+    /// Polls the queued tasks: at most as many from the queues as were queued on entry, so
+    /// that tasks that keep waking themselves cannot starve the fibers, plus the LIFO slot's
+    /// (at most `LIFO_CAP` in a row). Every `INJECTOR_CHECK_INTERVAL` polls one injected task
+    /// joins the local queue, so that injected tasks are not starved either.
+    pub(super) fn run_tasks(&self) {
+        let q = &self.tasks;
+        let mut budget = q.pinned.borrow().len() + q.deque.len() + usize::from(q.lifo.is_full());
+        if budget == 0 {
+            return;
+        }
+        while budget > 0 {
+            let Some((task, from_slot)) = self.next_task() else { break };
+            if !from_slot {
+                budget -= 1;
+            }
+            bump(&self.shared.stats.tasks_polled, 1);
+            bump(&self.shared.stats.progress, 1);
+            task.clone().run();
+            if !task.is_done() && task.register_once() {
+                self.register_task(task);
+            }
+            let polls = q.polls.get().wrapping_add(1);
+            q.polls.set(polls);
+            if polls.is_multiple_of(INJECTOR_CHECK_INTERVAL) {
+                if let Some(t) = self.rt.steal_injected_task() {
+                    q.deque.push(t);
+                }
+            }
+        }
+        self.share_tasks();
+    }
+
+    /// The next task to poll, and whether it came from the LIFO slot: the slot's task unless
+    /// `LIFO_CAP` polls in a row came from there (then it goes to the back of its queue), else
+    /// the pinned queue's, else the stealable queue's.
+    fn next_task(&self) -> Option<(TaskRef, bool)> {
+        match self.tasks.lifo.pop() {
+            Pop::Run((task, _)) => return Some((task, true)),
+            Pop::Capped((task, pinned)) => self.queue_task_back(task, pinned),
+            Pop::Empty => {}
+        }
+        let pinned = self.tasks.pinned.borrow_mut().pop_front();
+        pinned.or_else(|| self.tasks.deque.pop()).map(|t| (t, false))
+    }
+
+    /// With runnable tasks left over and a worker idle, wakes that worker to steal some.
+    #[inline]
+    pub(super) fn share_tasks(&self) {
+        if self.tasks.deque.len() > 1 && self.rt.has_idle_workers() {
+            self.rt.wake_one_idle();
+        }
+    }
+
+    /// An idle worker looks for tasks: the task injector first, then the other workers'
+    /// stealable queues (half of one queue at a time). True if it found some.
+    pub(super) fn find_tasks(&self) -> bool {
+        let deque = &self.tasks.deque;
+        if let Some(t) = self.rt.steal_injected_tasks(deque) {
+            deque.push(t);
+            return true;
+        }
+        let workers = &self.rt.workers;
+        let n = workers.len();
+        for k in 1..n {
+            let victim = &workers[(self.shared.index + k) % n];
+            loop {
+                let before = deque.len();
+                match victim.stealer.steal_batch_and_pop(deque) {
+                    crossbeam_deque::Steal::Success(t) => {
+                        let stolen = deque.len() - before + 1;
+                        bump(&self.shared.stats.steals, stolen as u64);
+                        deque.push(t);
+                        return true;
+                    }
+                    crossbeam_deque::Steal::Empty => break,
+                    crossbeam_deque::Steal::Retry => {}
+                }
+            }
+        }
+        false
+    }
+}

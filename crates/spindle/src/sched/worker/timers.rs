@@ -1,0 +1,77 @@
+//! A worker's timers: the wheel (module `reactor::wheel`) of the wakers of its fibers' and
+//! futures' deadlines, fired by the loop.
+//!
+//! Invariants: **owner-only** (the wheel lives in `Worker` and is touched only by its thread);
+//! **wakers run after the wheel is released** (a waker may add timers); **a timer remembers its
+//! wheel** — a task may move to another worker between polls, so cancelling a timer from
+//! another worker is a no-op (it fires there later and wakes its waker once, spuriously).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Instant;
+
+use super::Worker;
+use crate::reactor::wheel::{TimerKey, TimerWheel};
+
+/// A timer on one worker's wheel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TimerHandle {
+    key: TimerKey,
+    /// Address of the `WorkerShared` whose wheel holds the timer.
+    worker: usize,
+}
+
+/// The wheel and a reused buffer of fired wakers.
+pub(super) struct Timers {
+    wheel: RefCell<TimerWheel<Waker>>,
+    fired: RefCell<Vec<Waker>>,
+}
+
+impl Timers {
+    pub(super) fn new() -> Timers {
+        Timers { wheel: RefCell::new(TimerWheel::new(Instant::now())), fired: RefCell::new(Vec::new()) }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.wheel.borrow().is_empty()
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.wheel.borrow().next_deadline()
+    }
+}
+
+impl Worker {
+    /// Adds a timer that wakes `waker` at `deadline`.
+    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerHandle {
+        let key = self.timers.wheel.borrow_mut().insert(deadline, waker);
+        TimerHandle { key, worker: Arc::as_ptr(&self.shared) as usize }
+    }
+
+    /// Cancels a timer (no-op if it fired already, or if it is on another worker's wheel).
+    pub(crate) fn cancel_timer(&self, timer: TimerHandle) {
+        if timer.worker == Arc::as_ptr(&self.shared) as usize {
+            let _ = self.timers.wheel.borrow_mut().cancel(timer.key);
+        }
+    }
+
+    /// Wakes the owners of every timer that is due (after releasing the wheel).
+    pub(super) fn fire_timers(&self, now: Instant) {
+        let mut wakers = {
+            let mut wheel = self.timers.wheel.borrow_mut();
+            if wheel.is_empty() {
+                return;
+            }
+            let mut buf = std::mem::take(&mut *self.timers.fired.borrow_mut());
+            wheel.advance(now, |w| buf.push(w));
+            buf
+        };
+        self.dispatching.set(true);
+        for w in wakers.drain(..) {
+            w.wake();
+        }
+        self.dispatching.set(false);
+        *self.timers.fired.borrow_mut() = wakers;
+    }
+}

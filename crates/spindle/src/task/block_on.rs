@@ -1,0 +1,28 @@
+//! [`block_on`]: runs a future to completion from blocking-style code.
+//!
+//! In a fiber it parks the fiber between polls (its worker runs other fibers meanwhile) and
+//! the future's waker unparks it; on a plain thread it parks the thread (module `park`).
+//! Spindle's sockets and timers register with the worker that polls them, so async libraries
+//! (anything written against `futures-io`) run on a fiber unchanged.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+/// Polls `future` to completion, parking the calling fiber (or thread) while it is pending.
+///
+/// # Panics
+///
+/// In an async task on a spindle worker (`.await` the future there).
+#[track_caller]
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let waker = crate::park::current_waker();
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        crate::park::park_on("block_on (future pending)");
+    }
+}
