@@ -24,8 +24,8 @@ use std::thread;
 use std::time::Duration;
 
 use crate::error::{Cancelled, JoinError};
+use crate::lock::lock;
 use crate::park::completion::{Completion, Joiner};
-use crate::sync::lock;
 
 type Job = Box<dyn FnOnce(bool) + Send>;
 

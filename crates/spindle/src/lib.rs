@@ -40,6 +40,7 @@ mod error;
 pub mod fiber;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
+mod lock;
 mod loom;
 pub mod net;
 pub(crate) mod park;
@@ -76,9 +77,9 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let worker = sched::worker::current()
+    let services = runtime::services()
         .expect("spindle::spawn_blocking called outside a spindle runtime; use Runtime::spawn_blocking");
-    worker.rt.blocking.spawn(f)
+    services.blocking.spawn(f)
 }
 
 /// Internals exposed for spindle's own benchmarks; not a public API.

@@ -52,12 +52,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::lock::lock;
 use crate::park::waker_set::WakerSet;
 use crate::park::{self, WaitList, WaitNode};
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::signal::SignalKind;
-use crate::sync::lock;
 
 /// A shutdown signal shared by a runtime and everything running on it. Cloning shares it.
 #[derive(Clone, Default)]
@@ -104,7 +104,17 @@ pub fn token() -> ShutdownToken {
 
 /// The shutdown token of the runtime the caller runs on, if any.
 pub fn try_token() -> Option<ShutdownToken> {
-    worker::current().map(|w| w.rt.shutdown.clone())
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+std::thread_local! {
+    /// The token of the runtime whose worker this thread is (set when the worker starts).
+    static CURRENT: std::cell::RefCell<Option<ShutdownToken>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes `token` the current thread's (a worker thread, when it starts).
+pub(crate) fn enter_worker(token: ShutdownToken) {
+    CURRENT.with(|c| *c.borrow_mut() = Some(token));
 }
 
 impl ShutdownToken {

@@ -55,10 +55,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
+use crate::lock::lock;
 use crate::park::waker_set::WakerSet;
 use crate::park::{self, WaitList, WaitNode};
 use crate::sched::caller::blocking_caller;
-use crate::sync::lock;
 
 /// Signal numbers are below this (Linux: 1..=64).
 const MAX_SIGNAL: usize = 65;

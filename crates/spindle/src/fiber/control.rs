@@ -15,7 +15,7 @@
 //!   the thread that creates the fiber before the fiber is published to any queue. A fiber
 //!   never migrates once started, so "the owner" is well defined from its first run on.
 //! - **Shared words.** Other threads write only the park word (`park`, module
-//!   `fiber::park_state`, loom-checked), the cancel word, and the completion (`join`, module
+//!   `park`, loom-checked), the cancel word, and the completion (`join`, module
 //!   `park::completion`, loom-checked).
 //! - **Result before completion.** The fiber writes its result, then completes (release),
 //!   which wakes the joiner if one registered. The result is read only after completion was
@@ -27,10 +27,10 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use super::park_state::ParkState;
 use super::stack::Stack;
 use crate::error::{CancelReason, Cancelled};
 use crate::park::completion::Completion;
+use crate::park::ParkState;
 use crate::sched::worker::WorkerShared;
 
 /// A reference to a fiber as the scheduler sees it.
@@ -63,7 +63,7 @@ pub(crate) struct Header {
     pub(crate) waker: Cell<Option<std::task::Waker>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
     pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
-    /// Park word (module `fiber::park_state`): written by the fiber and its unparkers.
+    /// Park word (module `park`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
     /// to a pointer from `Arc::into_raw`, released when the header drops. A `OnceLock` costs

@@ -21,7 +21,6 @@ mod join;
 mod local;
 mod no_park;
 pub(crate) mod overflow;
-pub(crate) mod park_state;
 pub(crate) mod sanitizer;
 mod spawn;
 pub(crate) mod stack;

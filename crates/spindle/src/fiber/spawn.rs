@@ -2,7 +2,8 @@
 //!
 //! A spawn builds the fiber's control block (module `fiber::control`), takes its stack from
 //! the worker's pool (so a fiber that spawned will start), and hands it to the scheduler
-//! (`Worker::place_new`, or the runtime's injector from outside). The first run happens in
+//! (`Worker::place_new`; from outside a runtime, `Runtime::spawn` and
+//! `fiber::Builder::spawn_on` in module `runtime` inject it). The first run happens in
 //! `sched::worker::switch`.
 
 use std::io;
@@ -11,7 +12,6 @@ use std::thread;
 
 use super::control::{FiberCell, FiberRef, Header, Output, StageImpl};
 use super::{stack, FiberId, JoinHandle};
-use crate::runtime::Runtime;
 use crate::sched::worker;
 
 /// Configures a fiber before spawning it: its name and stack size.
@@ -112,37 +112,17 @@ impl Builder {
         Ok(handle)
     }
 
-    /// Spawns the fiber on `runtime`, from any thread.
-    pub fn spawn_on<F, T>(self, runtime: &Runtime, f: F) -> io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        let target = self.worker;
-        let (fiber, handle) = self.build(f, runtime.config().stack_size, target.is_some())?;
-        match target {
-            Some(i) => runtime.shared().place_pinned(i, fiber),
-            None => runtime.shared().inject_fiber(fiber),
-        }
-        Ok(handle)
+    /// The worker chosen with [`Builder::worker`], if any.
+    pub(crate) fn target_worker(&self) -> Option<usize> {
+        self.worker
     }
 
-    /// Spawns the fiber on the runtime behind a [`Handle`](crate::Handle) (through the injector).
-    pub(crate) fn spawn_on_shared<F, T>(
+    pub(crate) fn build<F, T>(
         self,
-        rt: &crate::sched::RuntimeShared,
         f: F,
-    ) -> io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        let (fiber, handle) = self.build(f, rt.config.stack_size, false)?;
-        rt.inject_fiber(fiber);
-        Ok(handle)
-    }
-
-    fn build<F, T>(self, f: F, default_stack: usize, pinned: bool) -> io::Result<(FiberRef, JoinHandle<T>)>
+        default_stack: usize,
+        pinned: bool,
+    ) -> io::Result<(FiberRef, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,

@@ -174,9 +174,9 @@ impl Resolver {
                     let result = (job_resolver.inner.lookup)(&name);
                     landing.land(&job_resolver.finish(&name, result));
                 };
-                // The worker reference is not held across the await (a task may move).
-                if let Some(worker) = worker::current() {
-                    drop(worker.rt.blocking.spawn(job)); // the flight carries the result
+                // On a worker, the lookup runs on its runtime's blocking pool.
+                if let Some(services) = crate::runtime::services() {
+                    drop(services.blocking.spawn(job)); // the flight carries the result
                 }
             }
             match this.inner.timeout {
@@ -197,7 +197,7 @@ impl Resolver {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Some(Ok(vec![ip]));
         }
-        let cache = crate::sync::lock(&self.inner.cache);
+        let cache = crate::lock::lock(&self.inner.cache);
         let entry = cache.get(&host.to_ascii_lowercase())?;
         (entry.expires > Instant::now()).then(|| Ok(entry.addrs.clone()))
     }
@@ -216,7 +216,7 @@ impl Resolver {
         let inner = &self.inner;
         if inner.capacity > 0 && !inner.ttl.is_zero() {
             let now = Instant::now();
-            let mut cache = crate::sync::lock(&inner.cache);
+            let mut cache = crate::lock::lock(&inner.cache);
             if cache.len() >= inner.capacity {
                 cache.retain(|_, e| e.expires > now);
             }

@@ -22,8 +22,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use crate::lock::lock;
 use crate::park::waker_set::WakerSet;
-use crate::sync::lock;
 
 /// An outcome that every waiter can get a copy of (`io::Error` is not `Clone`).
 type Shared = Result<Vec<IpAddr>, (io::ErrorKind, String)>;

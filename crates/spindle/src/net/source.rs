@@ -59,7 +59,7 @@ impl Registration {
 
     /// Moves the socket's events to `worker`'s driver, if its home's runtime has shut down.
     fn rehome(&self, fd: std::os::fd::RawFd, worker: &Arc<WorkerShared>) -> io::Result<()> {
-        let mut homes = crate::sync::lock(&self.homes);
+        let mut homes = crate::lock::lock(&self.homes);
         let (token, list) = &mut *homes;
         let current = list.last().expect("a registration has a home");
         if !current.shutdown.load(Ordering::Acquire) {
@@ -75,7 +75,7 @@ impl Registration {
 
     /// Forgets the registration with the current home's driver (the socket is closing).
     fn deregister(&self) {
-        let homes = crate::sync::lock(&self.homes);
+        let homes = crate::lock::lock(&self.homes);
         if let Some(home) = homes.1.last() {
             home.driver.deregister(homes.0);
         }

@@ -18,26 +18,43 @@
 //!
 //! - **The permit contract.** Fibers follow `std::thread::park`'s contract: an unpark that
 //!   comes before the park leaves a permit, so the park returns at once and no wake-up is lost
-//!   (the fiber's park word, `fiber::park_state`, loom-checked). Parks may return spuriously:
-//!   every caller loops on its condition.
+//!   (the fiber's park word, [`ParkState`], below). Parks may return spuriously: every caller
+//!   loops on its condition.
 //! - **One rescheduler.** Of all the parties that unpark a parked fiber, exactly one (the one
 //!   whose compare-exchange moves it out of `PARKED`) queues it again, and only on the worker
 //!   that owns it: started fibers never change thread (soundness rule "fibers stay home").
+//! - **Hand-over.** Acquire/release on every transition of the park word: what the unparker
+//!   wrote before `unpark` is visible to the fiber after it returns from `park`.
+//!
+//! # The park word
+//!
+//! `IDLE` (running or runnable, no permit), `PARKED` (suspended in `park`), `NOTIFIED` (an
+//! unpark arrived while not parked: the next park returns at once). Transitions:
+//!
+//! - `IDLE → PARKED`: the fiber itself, in [`ParkState::park`], just before switching away;
+//! - `PARKED → IDLE`: the one unparker whose compare-exchange wins; it then owns the duty to
+//!   reschedule the fiber (exactly once);
+//! - `IDLE → NOTIFIED`: an unparker of a fiber that is not parked (a permit);
+//! - `NOTIFIED → IDLE`: the fiber, consuming the permit instead of suspending.
+//!
+//! Only the fiber leaves `NOTIFIED` (no lost wake-up) and only an unparker leaves `PARKED`
+//! (one rescheduler). Both are modelled with loom below.
 //! - **Never block a worker.** A blocking-style wait from code on a worker outside a fiber (an
 //!   async task) panics, naming the async alternative (`sched::caller`).
 
 pub(crate) mod completion;
-mod join_word;
 pub(crate) mod wait;
 pub(crate) mod wait_list;
 pub(crate) mod waker_set;
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
 use crate::fiber::control::FiberRef;
+use crate::loom::AtomicU8;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker::{self, TimerHandle, Worker};
 pub(crate) use wait_list::{wake, WaitList, WaitNode};
@@ -139,7 +156,7 @@ pub(crate) fn current_waker() -> Waker {
 pub(crate) fn park_on(reason: &'static str) {
     crate::fiber::check_no_park(reason);
     match blocking_caller(reason) {
-        Caller::Fiber(worker) => worker.park_fiber(reason),
+        Caller::Fiber(worker) => park_fiber(worker, reason),
         Caller::Thread => thread::park(),
     }
 }
@@ -168,8 +185,153 @@ pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
                 }
             }
             let _timer = CancelTimer(w.add_timer(deadline, fiber_waker(w)));
-            w.park_fiber(reason);
+            park_fiber(w, reason);
         }
         Caller::Thread => thread::park_timeout(deadline - now),
+    }
+}
+
+/// Parks the running fiber of `worker` until [`unpark`] (or returns at once if a permit is
+/// pending, or if it is being cancelled); then unwinds it if it is being cancelled.
+fn park_fiber(worker: &Worker, reason: &'static str) {
+    let suspend = worker.with_current(|f| {
+        let header = &f.expect("park_fiber outside a fiber").header;
+        !header.is_cancelled() && header.park.park() == Park::Suspend
+    });
+    if suspend {
+        worker.suspend_current(reason);
+    }
+    worker.check_cancel();
+}
+
+const IDLE: u8 = 0;
+const PARKED: u8 = 1;
+const NOTIFIED: u8 = 2;
+
+/// What [`ParkState::park`] tells the fiber to do.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub(crate) enum Park {
+    /// A permit was pending (or arrived meanwhile): do not suspend.
+    Return,
+    /// The fiber is now `PARKED`: suspend; an unparker will reschedule it.
+    Suspend,
+}
+
+/// A fiber's park state; see the module doc.
+#[derive(Debug)]
+pub(crate) struct ParkState(AtomicU8);
+
+impl ParkState {
+    pub(crate) fn new() -> ParkState {
+        ParkState(AtomicU8::new(IDLE))
+    }
+
+    /// Called by the fiber itself, running: consumes a pending permit or becomes `PARKED`.
+    pub(crate) fn park(&self) -> Park {
+        if self.0.compare_exchange(NOTIFIED, IDLE, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return Park::Return;
+        }
+        match self.0.compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Park::Suspend,
+            Err(_) => {
+                // An unpark slipped in (IDLE -> NOTIFIED; the failed exchange acquired it).
+                // Only the fiber leaves NOTIFIED, so a plain store consumes the permit.
+                self.0.store(IDLE, Ordering::Relaxed);
+                Park::Return
+            }
+        }
+    }
+
+    /// From any thread: wakes the fiber. Returns true when the caller moved it out of
+    /// `PARKED` and must now reschedule it; false when it left or found a permit instead.
+    pub(crate) fn unpark(&self) -> bool {
+        let mut state = self.0.load(Ordering::Acquire);
+        loop {
+            let next = match state {
+                IDLE => NOTIFIED,
+                PARKED => IDLE,
+                _ => return false, // NOTIFIED: a permit is pending already
+            };
+            match self.0.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return state == PARKED,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// Whether the fiber is suspended in `park` (a snapshot, for diagnostics).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == PARKED
+    }
+
+    /// For shutdown, by the owner worker: takes a `PARKED` fiber out of `PARKED` without
+    /// leaving a permit. True when the caller must reschedule it.
+    pub(crate) fn claim_parked(&self) -> bool {
+        self.0.compare_exchange(PARKED, IDLE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+}
+
+#[cfg(all(test, spindle_loom))]
+mod park_word_loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::{Arc, Notify};
+    use loom::thread;
+
+    /// The fiber waits for `data` with the usual park loop; an unparker publishes it. The
+    /// "scheduler" is a Notify: rescheduling a PARKED fiber notifies it. A lost wake-up
+    /// leaves the fiber waiting forever, which loom reports as a deadlock.
+    #[test]
+    fn loom_no_lost_wakeup_and_data_is_visible() {
+        loom::model(|| {
+            let state = Arc::new(ParkState::new());
+            let data = Arc::new(AtomicUsize::new(0));
+            let resched = Arc::new(Notify::new());
+            let unparker = {
+                let (state, data, resched) = (state.clone(), data.clone(), resched.clone());
+                thread::spawn(move || {
+                    data.store(42, Ordering::Relaxed);
+                    if state.unpark() {
+                        resched.notify();
+                    }
+                })
+            };
+            while data.load(Ordering::Relaxed) == 0 {
+                if state.park() == Park::Suspend {
+                    resched.wait();
+                }
+            }
+            assert_eq!(data.load(Ordering::Relaxed), 42);
+            unparker.join().unwrap();
+        });
+    }
+
+    /// Two unparkers race on a fiber that parks once: it is rescheduled at most once, and is
+    /// rescheduled whenever it suspended.
+    #[test]
+    fn loom_two_unparkers_reschedule_once() {
+        loom::model(|| {
+            let state = Arc::new(ParkState::new());
+            let rescheduled = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let (state, rescheduled) = (state.clone(), rescheduled.clone());
+                    thread::spawn(move || {
+                        if state.unpark() {
+                            rescheduled.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            let outcome = state.park();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let n = rescheduled.load(Ordering::Relaxed);
+            match outcome {
+                Park::Suspend => assert_eq!(n, 1, "a suspended fiber is rescheduled exactly once"),
+                Park::Return => assert_eq!(n, 0, "nobody reschedules a fiber that did not suspend"),
+            }
+        });
     }
 }

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::lock::lock;
 use crate::park::{self, WaitList, WaitNode};
-use crate::sync::lock;
 
 /// The waiters to wake after the lock is released.
 pub(crate) type Wakes = Vec<Arc<WaitNode>>;

@@ -73,7 +73,7 @@ impl ScheduledIo {
     /// Registers `waker` to be woken by the next event of `dir`, unless one happened since
     /// `seen` (then returns false: retry the operation now).
     pub(crate) fn register(&self, dir: Direction, seen: u32, waker: &Waker) -> bool {
-        let mut waiters = crate::sync::lock(&self.waiters);
+        let mut waiters = crate::lock::lock(&self.waiters);
         if self.seq(dir) != seen {
             return false;
         }
@@ -89,7 +89,7 @@ impl ScheduledIo {
 
     /// Forgets `waker` (its owner stopped waiting: timeout or cancellation).
     pub(crate) fn unregister(&self, dir: Direction, waker: &Waker) {
-        let mut waiters = crate::sync::lock(&self.waiters);
+        let mut waiters = crate::lock::lock(&self.waiters);
         let list = match dir {
             Direction::Read => &mut waiters.readers,
             Direction::Write => &mut waiters.writers,
@@ -121,7 +121,7 @@ impl ScheduledIo {
             return;
         }
         let woken = {
-            let mut waiters = crate::sync::lock(&self.waiters);
+            let mut waiters = crate::lock::lock(&self.waiters);
             // Per-half wrapping add: a carry out of the low half must not leak into the high one.
             let old = self.seqs.load(Ordering::Relaxed);
             let lo = (old as u32).wrapping_add(read as u32);

@@ -81,7 +81,7 @@ impl Driver {
     /// moving to this driver from one whose runtime has shut down): its events now reach `io`.
     pub(crate) fn register_io(&self, fd: RawFd, io: Arc<ScheduledIo>) -> stdio::Result<u64> {
         let token = {
-            let mut slab = crate::sync::lock(&self.slab);
+            let mut slab = crate::lock::lock(&self.slab);
             let index = match slab.free.pop() {
                 Some(i) => i,
                 None => {
@@ -109,7 +109,7 @@ impl Driver {
 
     fn release(&self, token: u64) {
         let index = (token & 0xFFFF_FFFF) as usize;
-        let mut slab = crate::sync::lock(&self.slab);
+        let mut slab = crate::lock::lock(&self.slab);
         let slab = &mut *slab;
         if let Some(slot) = slab.slots.get_mut(index) {
             if u64::from(slot.generation) == token >> 32 && slot.io.take().is_some() {
@@ -129,7 +129,7 @@ impl Driver {
         res?;
         let mut ready = Vec::with_capacity(events.len());
         {
-            let slab = crate::sync::lock(&self.slab);
+            let slab = crate::lock::lock(&self.slab);
             for ev in events.iter() {
                 if ev.token == WAKE_TOKEN {
                     self.wake_fd.drain();

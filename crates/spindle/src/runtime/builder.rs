@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use super::Runtime;
+use super::{Runtime, Services};
 use crate::fiber;
 use crate::fiber::stack::normalize_size;
 use crate::sched::worker::{Worker, WorkerShared};
@@ -155,6 +155,8 @@ impl Builder {
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
             spawn_gate: std::sync::RwLock::new(false),
+        });
+        let services = Arc::new(Services {
             blocking: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
@@ -164,10 +166,11 @@ impl Builder {
         });
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
-            let rt = shared.clone();
-            let spawned = thread::Builder::new()
-                .name(format!("{}-{i}", self.thread_name))
-                .spawn(move || Worker::new(rt, i).run());
+            let (rt, worker_services) = (shared.clone(), services.clone());
+            let spawned = thread::Builder::new().name(format!("{}-{i}", self.thread_name)).spawn(move || {
+                super::enter_worker(worker_services);
+                Worker::new(rt, i).run()
+            });
             match spawned {
                 Ok(handle) => {
                     let _ = shared.workers[i].thread.set(handle.thread().id());
@@ -175,7 +178,7 @@ impl Builder {
                 }
                 Err(e) => {
                     // Stop the workers already started before reporting the error.
-                    drop(Runtime { shared, threads, watchdog: None });
+                    drop(Runtime { shared, services, threads, watchdog: None });
                     return Err(e);
                 }
             }
@@ -192,6 +195,6 @@ impl Builder {
             }
             _ => None,
         };
-        Ok(Runtime { shared, threads, watchdog })
+        Ok(Runtime { shared, services, threads, watchdog })
     }
 }

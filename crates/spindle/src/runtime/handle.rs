@@ -22,8 +22,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::{worker, RuntimeShared};
 use crate::fiber::{self, JoinHandle};
+use crate::sched::{worker, RuntimeShared};
 
 /// A cheap, cloneable reference to a [`Runtime`](crate::Runtime) that spawns fibers and
 /// tasks on it from any thread. Get one with [`Runtime::handle`](crate::Runtime::handle), or
@@ -39,6 +39,7 @@ use crate::fiber::{self, JoinHandle};
 #[derive(Clone)]
 pub struct Handle {
     shared: Arc<RuntimeShared>,
+    services: Arc<super::Services>,
 }
 
 /// The error of a spawn through a [`Handle`] whose runtime has been dropped (or is being
@@ -61,13 +62,14 @@ impl fmt::Debug for Handle {
 }
 
 impl Handle {
-    pub(crate) fn new(shared: Arc<RuntimeShared>) -> Handle {
-        Handle { shared }
+    pub(crate) fn new(shared: Arc<RuntimeShared>, services: Arc<super::Services>) -> Handle {
+        Handle { shared, services }
     }
 
     /// The handle of the runtime whose worker runs the caller, or `None` outside a worker.
     pub fn current() -> Option<Handle> {
-        worker::current().map(|w| Handle { shared: w.rt.clone() })
+        let w = worker::current()?;
+        Some(Handle { shared: w.rt.clone(), services: super::services()? })
     }
 
     /// Whether the caller runs on a worker of any spindle runtime (a thread-local read; no
@@ -83,7 +85,7 @@ impl Handle {
 
     /// The runtime's shutdown token (see [`Runtime::shutdown_token`](crate::Runtime::shutdown_token)).
     pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
-        self.shared.shutdown.clone()
+        self.services.shutdown.clone()
     }
 
     /// Spawns `future` as an async task: on the calling worker when called from one of this
@@ -142,8 +144,7 @@ impl Handle {
         if *closed {
             return Err(RuntimeClosed);
         }
-        let handle = fiber::Builder::new()
-            .spawn_on_shared(&self.shared, f)
+        let handle = super::spawn_fiber_on(&self.shared, fiber::Builder::new(), f)
             .expect("spawn a fiber with the runtime's default settings");
         drop(closed);
         Ok(handle)

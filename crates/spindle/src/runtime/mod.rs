@@ -30,9 +30,11 @@ pub use block_on::{Async, BlockOn, Closure};
 pub use builder::Builder;
 pub use handle::{Handle, RuntimeClosed};
 
+use crate::blocking::BlockingPool;
 use crate::error::Cancelled;
 use crate::fiber::{self, JoinHandle};
-use crate::sched::{metrics, worker, Config, RuntimeShared};
+use crate::sched::{metrics, worker, RuntimeShared};
+use crate::shutdown::ShutdownToken;
 
 /// A spindle runtime: its worker threads run fibers and tasks until the runtime is dropped.
 ///
@@ -47,11 +49,69 @@ use crate::sched::{metrics, worker, Config, RuntimeShared};
 #[derive(Debug)]
 pub struct Runtime {
     shared: Arc<RuntimeShared>,
+    services: Arc<Services>,
     threads: Vec<thread::JoinHandle<()>>,
     watchdog: Option<(StopSignal, thread::JoinHandle<()>)>,
 }
 
 use metrics::StopSignal;
+
+/// Spawning from outside a worker (`fiber::Builder::spawn_on`) lives here, beside the
+/// runtime it needs, so that module `fiber` does not depend on this one.
+impl fiber::Builder {
+    /// Spawns the fiber on `runtime`, from any thread.
+    pub fn spawn_on<F, T>(self, runtime: &Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        spawn_fiber_on(&runtime.shared, self, f)
+    }
+}
+
+/// Spawns a fiber on `rt` from any thread: on the worker chosen with `Builder::worker`, else
+/// through the injector (any idle worker may start it).
+pub(crate) fn spawn_fiber_on<F, T>(
+    rt: &RuntimeShared,
+    builder: fiber::Builder,
+    f: F,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let target = builder.target_worker();
+    let (fiber, handle) = builder.build(f, rt.config.stack_size, target.is_some())?;
+    match target {
+        Some(i) => rt.place_pinned(i, fiber),
+        None => rt.inject_fiber(fiber),
+    }
+    Ok(handle)
+}
+
+/// What a runtime offers besides its workers: the blocking pool and the shutdown token.
+/// Workers reach it through a thread-local set when their thread starts ([`services`]), so the
+/// scheduler (module `sched`) never depends on these modules.
+#[derive(Debug)]
+pub(crate) struct Services {
+    pub(crate) blocking: Arc<BlockingPool>,
+    pub(crate) shutdown: ShutdownToken,
+}
+
+std::thread_local! {
+    static SERVICES: std::cell::RefCell<Option<Arc<Services>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Called first on each worker thread.
+fn enter_worker(services: Arc<Services>) {
+    crate::shutdown::enter_worker(services.shutdown.clone());
+    SERVICES.with(|s| *s.borrow_mut() = Some(services));
+}
+
+/// The services of the runtime whose worker runs the caller, if the caller is on a worker.
+pub(crate) fn services() -> Option<Arc<Services>> {
+    SERVICES.with(|s| s.borrow().clone())
+}
 
 impl Runtime {
     /// A runtime with the default settings.
@@ -117,7 +177,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.shared.blocking.spawn(f)
+        self.services.blocking.spawn(f)
     }
 
     /// A snapshot of every worker's counters.
@@ -145,14 +205,14 @@ impl Runtime {
     /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of
     /// [`Handle`]).
     pub fn handle(&self) -> Handle {
-        Handle::new(self.shared.clone())
+        Handle::new(self.shared.clone(), self.services.clone())
     }
 
     /// The runtime's shutdown token: servers and loops on the runtime watch it (inside the
     /// runtime, [`shutdown::token`](crate::shutdown::token) returns the same token), and
     /// [`shutdown_timeout`](Self::shutdown_timeout) triggers it.
     pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
-        self.shared.shutdown.clone()
+        self.services.shutdown.clone()
     }
 
     /// Shuts the runtime down gracefully: triggers its [shutdown token](Self::shutdown_token),
@@ -172,7 +232,7 @@ impl Runtime {
                 "Runtime::shutdown_timeout called from a fiber of the same runtime; call it from the thread that owns the runtime"
             );
         }
-        let token = self.shared.shutdown.clone();
+        let token = self.services.shutdown.clone();
         token.trigger();
         let drained = token.wait_drained(Some(std::time::Instant::now() + timeout));
         drop(self);
@@ -183,14 +243,6 @@ impl Runtime {
     pub fn worker_threads(&self) -> usize {
         self.shared.workers.len()
     }
-
-    pub(crate) fn config(&self) -> &Config {
-        &self.shared.config
-    }
-
-    pub(crate) fn shared(&self) -> &Arc<RuntimeShared> {
-        &self.shared
-    }
 }
 
 impl Drop for Runtime {
@@ -198,7 +250,7 @@ impl Drop for Runtime {
         // From now on spawns through a Handle fail instead of queueing work nobody will run.
         *self.shared.spawn_gate.write().unwrap_or_else(|e| e.into_inner()) = true;
         if let Some((stop, handle)) = self.watchdog.take() {
-            *crate::sync::lock(&stop.0) = true;
+            *crate::lock::lock(&stop.0) = true;
             stop.1.notify_all();
             let _ = handle.join();
         }
@@ -209,7 +261,7 @@ impl Drop for Runtime {
         for thread in self.threads.drain(..) {
             panicked |= thread.join().is_err();
         }
-        self.shared.blocking.shutdown();
+        self.services.blocking.shutdown();
         // Fibers injected but never taken by a worker, and pinned ones sent to a worker that
         // had already exited ("shutdown reaches every fiber"): complete them as cancelled.
         while let Some(fiber) = self.shared.steal_injected_fiber() {

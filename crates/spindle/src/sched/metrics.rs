@@ -111,7 +111,7 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
     loop {
         {
             let (lock, cvar) = &*stop;
-            let guard = crate::sync::lock(lock);
+            let guard = crate::lock::lock(lock);
             let (guard, _) = cvar.wait_timeout(guard, budget / 2).unwrap_or_else(|e| e.into_inner());
             if *guard {
                 return;

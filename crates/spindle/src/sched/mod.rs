@@ -70,16 +70,12 @@ pub(crate) struct RuntimeShared {
     /// Set by `Runtime::drop` once every worker has stopped: tasks injected from then on are
     /// cancelled by whoever injects them (module `task`, "exactly one canceller").
     pub(crate) closed: AtomicBool,
-    /// Threads for `spawn_blocking`.
-    pub(crate) blocking: Arc<crate::blocking::BlockingPool>,
     /// When the runtime was built (for the busy-time metric).
     pub(crate) started: std::time::Instant,
     /// Set (under the write lock) when `Runtime::drop` begins; spawns through a [`Handle`]
     /// hold the read lock from their check to their push, so that every spawn either lands
     /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).
     pub(crate) spawn_gate: std::sync::RwLock<bool>,
-    /// The runtime's graceful-shutdown signal (module `shutdown`).
-    pub(crate) shutdown: crate::shutdown::ShutdownToken,
 }
 
 impl RuntimeShared {

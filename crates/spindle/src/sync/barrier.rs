@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Mutex;
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{pass_none, Wait};
 use crate::park::{self, WaitList};
 

@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, pass_none, Wait};
 use crate::park::{self, WaitList};
 

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::{self, WaitList, WaitNode};
 
 pub(super) struct State<T> {

@@ -14,8 +14,8 @@ use std::fmt;
 use std::sync::Mutex as StdMutex;
 use std::time::{Duration, Instant};
 
-use super::lock;
 use super::mutex::{Mutex, MutexGuard};
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, Wait, Wakes};
 use crate::park::{self, WaitList};
 

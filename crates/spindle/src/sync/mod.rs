@@ -29,9 +29,3 @@ pub use oneshot::oneshot;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;
-
-/// Locks a std mutex, ignoring poisoning: the primitives here keep their state consistent at
-/// every unlock, and user code never runs under these locks.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}

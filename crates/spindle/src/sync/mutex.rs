@@ -29,7 +29,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, Wait};
 use crate::park::{self, WaitList, WaitNode};
 

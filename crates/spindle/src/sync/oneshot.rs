@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::channel_wait::RecvTimeoutError;
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::deadline_in;
 use crate::park::{self, Waiter};
 

@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, Wait, Wakes};
 use crate::park::{self, WaitList};
 

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, Wait, Wakes};
 use crate::park::{self, WaitList};
 

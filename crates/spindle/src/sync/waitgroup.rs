@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use std::future::Future;
 
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, pass_none, Wait};
 use crate::park::{self, WaitList, WaitNode};
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::channel::RecvError;
-use super::lock;
+use crate::lock::lock;
 use crate::park::wait::{deadline_in, pass_none, Wait};
 use crate::park::{self, WaitList};
 

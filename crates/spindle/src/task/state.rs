@@ -128,7 +128,10 @@ impl TaskState {
 
     /// The `RUNNING` holder, once the output or the cancellation is stored.
     pub(crate) fn set_done(&self) {
-        self.word.store(DONE, Ordering::Release);
+        // A read-modify-write, not a plain store: a waker's compare-exchange `RUNNING →
+        // NOTIFIED` racing with it must be ordered before or after it as a whole, so DONE is
+        // never overwritten ("done is final"; a plain store let loom find that interleaving).
+        self.word.swap(DONE, Ordering::AcqRel);
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -239,7 +242,7 @@ mod loom_tests {
             }
             poller.join().unwrap();
             waker.join().unwrap();
-            assert!(state.is_done());
+            assert!(state.is_done(), "done is final");
             assert!(!state.wake(), "a done task is never queued again");
             assert_eq!(state.claim(), Claim::Done);
         });

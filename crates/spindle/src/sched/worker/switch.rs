@@ -7,7 +7,7 @@
 //!
 //! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "the
 //! registry keeps parked fibers alive" and "recycled off its own stack"; the fiber's park word
-//! is module `fiber::park_state` (loom-checked).
+//! is module `park`'s (loom-checked).
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -17,7 +17,6 @@ use super::{current, Queued, Worker};
 use crate::fiber::arch;
 use crate::fiber::control::{FiberCell, FiberRef, Header, Stage};
 use crate::fiber::overflow;
-use crate::fiber::park_state::Park;
 use crate::fiber::sanitizer;
 use crate::sched::metrics::bump;
 
@@ -40,7 +39,7 @@ impl Worker {
 
     /// Runs `f` on the running fiber's header (`None` in the scheduler context).
     #[inline]
-    pub(super) fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
+    pub(crate) fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
         let fiber = self.current.take();
         let r = f(fiber.as_ref());
         self.current.set(fiber);
@@ -244,7 +243,7 @@ impl Worker {
                 self.fibers.push_back(me);
                 self.switch_away(save, header, None);
             }
-            return check_cancel(self);
+            return self.check_cancel();
         }
         // Another fiber, or queued tasks (`switch_away` then goes to the scheduler context
         // to poll them: a fiber spinning on yield_now must not starve the tasks either).
@@ -253,26 +252,34 @@ impl Worker {
         let save = me.header.sp.as_ptr();
         self.fibers.push_back(me);
         self.switch_away(save, header, next);
-        check_cancel(self);
+        self.check_cancel();
     }
 
-    /// Parks the running fiber until [`unpark`] (or returns at once if a permit is pending).
-    pub(crate) fn park_fiber(&self, reason: &'static str) {
-        let me = self.current.take().expect(
-            "a blocking spindle call (channel, lock, join, sleep, socket) was made outside a fiber on a \
-             worker thread, e.g. from an async task: use the async API there",
-        );
+    /// Switches away from the running fiber, which its park word has just moved to
+    /// `PARKED` (module `park`): it runs again once an unparker queues it.
+    pub(crate) fn suspend_current(&self, reason: &'static str) {
+        let me = self.current.take().expect("suspend_current outside a fiber");
         let header: *const Header = &me.header;
-        if me.header.is_cancelled() || me.header.park.park() == Park::Return {
-            self.current.set(Some(me));
-            return check_cancel(self);
-        }
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
         // The registry keeps the fiber alive while parked.
         drop(me);
         self.switch_away(save, header, None);
-        check_cancel(self);
+    }
+
+    /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
+    pub(crate) fn check_cancel(&self) {
+        let cancelled = self.with_current(|f| {
+            let f = f?;
+            let why = f.header.cancellation()?;
+            Some((f.header.id, f.header.display_name().to_owned(), why))
+        });
+        if let Some((id, name, why)) = cancelled {
+            if !std::thread::panicking() {
+                crate::fiber::cancel::begin(id, &name);
+                std::panic::resume_unwind(Box::new(why));
+            }
+        }
     }
 
     /// Ends the running fiber: the next context recycles it. Never returns.
@@ -286,21 +293,6 @@ impl Worker {
         debug_assert!(previous.is_none(), "two finished fibers awaiting recycling");
         self.switch_away(save, header, None);
         unreachable!("a finished fiber was resumed");
-    }
-}
-
-/// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
-fn check_cancel(worker: &Worker) {
-    let cancelled = worker.with_current(|f| {
-        let f = f?;
-        let why = f.header.cancellation()?;
-        Some((f.header.id, f.header.display_name().to_owned(), why))
-    });
-    if let Some((id, name, why)) = cancelled {
-        if !std::thread::panicking() {
-            crate::fiber::cancel::begin(id, &name);
-            std::panic::resume_unwind(Box::new(why));
-        }
     }
 }
 
