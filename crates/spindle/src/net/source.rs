@@ -270,6 +270,58 @@ impl IoSource {
         self.poll_io_until_drained(cx, Direction::Read, |mut s| s.read(buf), |&n| n > 0 && n < len)
     }
 
+    /// A vectored stream read (blocking-style).
+    pub(crate) fn read_vectored_stream(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.blocking(Direction::Read, None, |mut s| s.read_vectored(bufs))
+    }
+
+    /// A vectored stream write (blocking-style).
+    pub(crate) fn write_vectored_stream(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.blocking(Direction::Write, None, |mut s| s.write_vectored(bufs))
+    }
+
+    /// The future-side [`write_stream`](Self::write_stream).
+    pub(crate) fn poll_write_stream(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+    }
+
+    /// The future-side [`write_vectored_stream`](Self::write_vectored_stream).
+    #[cfg(feature = "hyper")]
+    pub(crate) fn poll_write_vectored_stream(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
+    }
+
+    /// hyper's read: into the unfilled part of hyper's buffer, with the drained-read rule of
+    /// [`read_stream`](Self::read_stream).
+    #[cfg(feature = "hyper")]
+    pub(crate) fn poll_read_hyper(
+        &self,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let len = buf.remaining();
+        let drained = |&n: &usize| n > 0 && n < len;
+        // SAFETY: recv writes only initialised bytes into the unfilled part, and we advance
+        // the cursor by exactly the number of bytes it reports.
+        let n = match self.poll_io_until_drained(
+            cx,
+            Direction::Read,
+            |s| s.recv(unsafe { buf.as_mut() }),
+            drained,
+        ) {
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        // SAFETY: `n` bytes were initialised by recv just above.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+
     /// Waits for the next readiness event of `dir` (or the deadline), without trying an
     /// operation first: for a non-blocking `connect`, whose completion is signalled by
     /// writability.

@@ -6,6 +6,7 @@ use std::io;
 use std::net::Shutdown;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -232,7 +233,7 @@ impl UnixStream {
     }
 }
 
-super::stream::impl_stream_io!(UnixStream);
+super::stream::impl_as_fd!(UnixStream);
 super::stream::impl_timeouts!(UnixStream, UnixDatagram);
 
 impl UnixDatagram {
@@ -310,3 +311,94 @@ impl UnixDatagram {
 }
 
 super::stream::impl_as_fd!(UnixListener, UnixDatagram);
+
+// The I/O traits of UnixStream: blocking-style `std::io` (parks the fiber), `futures-io` and hyper
+// 1.x's (feature `hyper`). The work is in `IoSource` (module `net::source`).
+
+impl io::Read for UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.source.read_stream(buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.source.read_vectored_stream(bufs)
+    }
+}
+
+impl io::Read for &UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.source.read_stream(buf)
+    }
+}
+
+impl io::Write for UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.source.write_stream(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.source.write_vectored_stream(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl io::Write for &UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.source.write_stream(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl futures_io::AsyncRead for UnixStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_read_stream(cx, buf)
+    }
+}
+
+impl futures_io::AsyncWrite for UnixStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_write_stream(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown(Shutdown::Write))
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl hyper::rt::Read for UnixStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.source.poll_read_hyper(cx, buf)
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl hyper::rt::Write for UnixStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.source.poll_write_stream(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.source.poll_write_vectored_stream(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown(Shutdown::Write))
+    }
+}
