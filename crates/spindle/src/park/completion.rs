@@ -85,6 +85,7 @@ impl Completion {
     }
 
     /// By the completer, once, after storing the result: wakes the joiner if one waits.
+    #[inline]
     pub(crate) fn complete(&self) {
         if let Some(waiter) = self.word.complete() {
             waiter.wake();

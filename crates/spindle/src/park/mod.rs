@@ -156,7 +156,7 @@ pub(crate) fn current_waker() -> Waker {
 pub(crate) fn park_on(reason: &'static str) {
     crate::fiber::check_no_park(reason);
     match blocking_caller(reason) {
-        Caller::Fiber(worker) => park_fiber(worker, reason),
+        Caller::Fiber(worker) => worker.park_current(reason),
         Caller::Thread => thread::park(),
     }
 }
@@ -185,23 +185,10 @@ pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
                 }
             }
             let _timer = CancelTimer(w.add_timer(deadline, fiber_waker(w)));
-            park_fiber(w, reason);
+            w.park_current(reason);
         }
         Caller::Thread => thread::park_timeout(deadline - now),
     }
-}
-
-/// Parks the running fiber of `worker` until [`unpark`] (or returns at once if a permit is
-/// pending, or if it is being cancelled); then unwinds it if it is being cancelled.
-fn park_fiber(worker: &Worker, reason: &'static str) {
-    let suspend = worker.with_current(|f| {
-        let header = &f.expect("park_fiber outside a fiber").header;
-        !header.is_cancelled() && header.park.park() == Park::Suspend
-    });
-    if suspend {
-        worker.suspend_current(reason);
-    }
-    worker.check_cancel();
 }
 
 const IDLE: u8 = 0;

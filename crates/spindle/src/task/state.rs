@@ -71,6 +71,7 @@ impl TaskState {
     }
 
     /// A waker: true when it moved the task `IDLE → SCHEDULED` and must now queue it.
+    #[inline]
     pub(crate) fn wake(&self) -> bool {
         let mut state = self.word.load(Ordering::Acquire);
         loop {
@@ -88,17 +89,20 @@ impl TaskState {
 
     /// `IDLE → SCHEDULED` only (an abort that wants the future dropped soon): true when the
     /// caller must queue the task.
+    #[inline]
     pub(crate) fn schedule_idle(&self) -> bool {
         self.word.compare_exchange(IDLE, SCHEDULED, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     /// A worker that took the task from a queue: true when it now holds `RUNNING`; false when
     /// the task was cancelled meanwhile (it is done).
+    #[inline]
     pub(crate) fn start_poll(&self) -> bool {
         self.word.compare_exchange(SCHEDULED, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     /// The poller, after a `Pending` poll.
+    #[inline]
     pub(crate) fn end_poll(&self) -> AfterPoll {
         if self.word.compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             AfterPoll::Wait
@@ -127,6 +131,7 @@ impl TaskState {
     }
 
     /// The `RUNNING` holder, once the output or the cancellation is stored.
+    #[inline]
     pub(crate) fn set_done(&self) {
         // A read-modify-write, not a plain store: a waker's compare-exchange `RUNNING →
         // NOTIFIED` racing with it must be ordered before or after it as a whole, so DONE is
@@ -134,15 +139,18 @@ impl TaskState {
         self.word.swap(DONE, Ordering::AcqRel);
     }
 
+    #[inline]
     pub(crate) fn is_done(&self) -> bool {
         self.word.load(Ordering::Acquire) == DONE
     }
 
     /// Marks the task aborted (its handle's `abort`).
+    #[inline]
     pub(crate) fn set_aborted(&self) {
         self.aborted.store(true, Ordering::Release);
     }
 
+    #[inline]
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::Acquire)
     }

@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use super::lifo::{LifoSlot, Pop};
+use super::lifo::LifoSlot;
 use super::{Queued, Worker};
 use crate::fiber::control::FiberRef;
 use crate::sched::metrics::bump;
@@ -23,15 +23,18 @@ impl FiberQueue {
         FiberQueue { queue: RefCell::new(VecDeque::new()), lifo: LifoSlot::new() }
     }
 
+    #[inline]
     pub(super) fn push_back(&self, fiber: FiberRef) {
         self.queue.borrow_mut().push_back(fiber);
     }
 
     /// Puts back a fiber that was popped but not run.
+    #[inline]
     pub(super) fn push_front(&self, fiber: FiberRef) {
         self.queue.borrow_mut().push_front(fiber);
     }
 
+    #[inline]
     pub(super) fn has_runnable(&self) -> bool {
         self.lifo.is_full() || !self.queue.borrow().is_empty()
     }
@@ -71,12 +74,8 @@ impl Worker {
         if self.shared.driver.has_remote_work() {
             self.drain_inbox();
         }
-        match self.fibers.lifo.pop() {
-            Pop::Run(fiber) => return Some(fiber),
-            Pop::Capped(fiber) => self.fibers.push_back(fiber),
-            Pop::Empty => {}
-        }
-        self.fibers.queue.borrow_mut().pop_front()
+        let slot = self.fibers.lifo.pop_outlined(|fiber| self.fibers.push_back(fiber));
+        slot.or_else(|| self.fibers.queue.borrow_mut().pop_front())
     }
 
     /// Moves remote work (fibers and pinned tasks sent here) into the local queues.

@@ -13,16 +13,6 @@ use std::cell::Cell;
 /// goes to the back of its queue, so a ping-pong pair cannot starve the rest.
 pub(super) const LIFO_CAP: u8 = 3;
 
-/// What [`LifoSlot::pop`] found.
-pub(super) enum Pop<T> {
-    /// Nothing in the slot.
-    Empty,
-    /// Run this next.
-    Run(T),
-    /// `LIFO_CAP` runs in a row came from the slot: queue this at the back instead.
-    Capped(T),
-}
-
 /// One item to run next, and how many runs in a row came from here.
 pub(super) struct LifoSlot<T> {
     slot: Cell<Option<T>>,
@@ -50,31 +40,52 @@ impl<T> LifoSlot<T> {
         unsafe { (*self.slot.as_ptr()).is_some() }
     }
 
-    /// The next item to run from the slot, unless the cap was reached.
+    /// The item to run next from the slot: `None` when the slot is empty, or when `LIFO_CAP`
+    /// runs in a row came from it, in which case its occupant is handed to `requeue` (the
+    /// back of its queue) instead.
     #[inline]
-    pub(super) fn pop(&self) -> Pop<T> {
+    pub(super) fn pop(&self, requeue: impl FnOnce(T)) -> Option<T> {
         if self.is_full() {
-            return self.pop_full();
+            return self.pop_full(requeue);
         }
+        self.note_empty();
+        None
+    }
+
+    /// [`pop`](Self::pop) with the full-slot half out of line, so that a caller on the fiber
+    /// switch path (`pop_runnable`) stays small enough to inline there.
+    #[inline]
+    pub(super) fn pop_outlined(&self, requeue: impl FnOnce(T)) -> Option<T> {
+        if self.is_full() {
+            return self.pop_full_outlined(requeue);
+        }
+        self.note_empty();
+        None
+    }
+
+    #[inline]
+    fn note_empty(&self) {
         if self.runs.get() != 0 {
             self.runs.set(0);
         }
-        Pop::Empty
     }
 
-    /// The full-slot half of [`pop`](Self::pop): out of line, so that `pop` stays small
-    /// enough to inline into the switch paths.
     #[inline(never)]
-    fn pop_full(&self) -> Pop<T> {
-        let Some(item) = self.slot.take() else { return Pop::Empty };
+    fn pop_full_outlined(&self, requeue: impl FnOnce(T)) -> Option<T> {
+        self.pop_full(requeue)
+    }
+
+    #[inline]
+    fn pop_full(&self, requeue: impl FnOnce(T)) -> Option<T> {
+        let item = self.slot.take()?;
         let runs = self.runs.get();
         if runs < LIFO_CAP {
             self.runs.set(runs + 1);
-            Pop::Run(item)
-        } else {
-            self.runs.set(0);
-            Pop::Capped(item)
+            return Some(item);
         }
+        self.runs.set(0);
+        requeue(item);
+        None
     }
 
     /// Empties the slot without counting a run (shutdown).
@@ -90,20 +101,25 @@ mod tests {
     #[test]
     fn capped_after_three_runs_in_a_row_and_reset_when_empty() {
         let slot = LifoSlot::new();
+        let mut requeued = Vec::new();
         for round in 0..2 {
             for i in 0..LIFO_CAP {
                 assert!(slot.put(i).is_none());
-                assert!(matches!(slot.pop(), Pop::Run(x) if x == i), "round {round}: run {i}");
+                assert_eq!(slot.pop(|x| requeued.push(x)), Some(i), "round {round}: run {i}");
             }
             slot.put(9);
-            assert!(matches!(slot.pop(), Pop::Capped(9)));
-            assert!(matches!(slot.pop(), Pop::Empty));
+            assert_eq!(slot.pop(|x| requeued.push(x)), None, "capped");
+            assert_eq!(requeued.pop(), Some(9), "the capped occupant goes back to its queue");
+            assert_eq!(slot.pop(|x| requeued.push(x)), None);
         }
         slot.put(1);
         assert_eq!(slot.put(2), Some(1), "the displaced occupant comes back");
-        assert!(matches!(slot.pop(), Pop::Run(2)));
-        assert!(matches!(slot.pop(), Pop::Empty));
-        slot.put(3);
-        assert!(matches!(slot.pop(), Pop::Run(3)), "an empty slot reset the count");
+        assert_eq!(slot.pop_outlined(|x| requeued.push(x)), Some(2));
+        assert_eq!(slot.pop(|x| requeued.push(x)), None, "empty: the count resets");
+        for i in 0..LIFO_CAP {
+            slot.put(i);
+            assert_eq!(slot.pop(|x| requeued.push(x)), Some(i), "a fresh run of {LIFO_CAP}");
+        }
+        assert!(requeued.is_empty());
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "the
 //! registry keeps parked fibers alive" and "recycled off its own stack"; the fiber's park word
-//! is module `park`'s (loom-checked).
+//! is module `park`'s (loom-checked); `park_current` is its one use on the worker side.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -18,6 +18,7 @@ use crate::fiber::arch;
 use crate::fiber::control::{FiberCell, FiberRef, Header, Stage};
 use crate::fiber::overflow;
 use crate::fiber::sanitizer;
+use crate::park::Park;
 use crate::sched::metrics::bump;
 
 impl Worker {
@@ -30,6 +31,7 @@ impl Worker {
     }
 
     /// The running fiber, if a fiber is running.
+    #[inline]
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
         let fiber = self.current.take();
         let copy = fiber.clone();
@@ -39,7 +41,7 @@ impl Worker {
 
     /// Runs `f` on the running fiber's header (`None` in the scheduler context).
     #[inline]
-    pub(crate) fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
+    fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
         let fiber = self.current.take();
         let r = f(fiber.as_ref());
         self.current.set(fiber);
@@ -255,16 +257,22 @@ impl Worker {
         self.check_cancel();
     }
 
-    /// Switches away from the running fiber, which its park word has just moved to
-    /// `PARKED` (module `park`): it runs again once an unparker queues it.
-    pub(crate) fn suspend_current(&self, reason: &'static str) {
-        let me = self.current.take().expect("suspend_current outside a fiber");
+    /// Parks the running fiber (module `park`): unless a permit is pending or it is being
+    /// cancelled, its park word moves to `PARKED` and it switches away until an unparker
+    /// queues it again; then it unwinds if it is being cancelled.
+    pub(crate) fn park_current(&self, reason: &'static str) {
+        let me = self.current.take().expect("park_current outside a fiber");
+        if me.header.is_cancelled() || me.header.park.park() == Park::Return {
+            self.current.set(Some(me));
+            return self.check_cancel();
+        }
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
         // The registry keeps the fiber alive while parked.
         drop(me);
         self.switch_away(save, header, None);
+        self.check_cancel();
     }
 
     /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
@@ -299,6 +307,7 @@ impl Worker {
 /// Queues a fiber that its waker has just moved out of `PARKED` (module `park`, "one
 /// rescheduler") on the worker that owns it ("fibers stay home"): into this worker's LIFO
 /// slot when that is the current one, else through the owner's inbox.
+#[inline]
 pub(crate) fn reschedule(fiber: FiberRef) {
     let owner = fiber.header.owner().expect("a parked fiber has an owner");
     match current() {

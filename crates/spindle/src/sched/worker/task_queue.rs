@@ -7,7 +7,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
-use super::lifo::{LifoSlot, Pop};
+use super::lifo::LifoSlot;
 use super::{Queued, Worker};
 use crate::sched::metrics::bump;
 use crate::sched::task_ref::TaskRef;
@@ -70,6 +70,7 @@ impl TaskQueue {
 impl Worker {
     /// **queue** a runnable task on this worker: into the LIFO slot when `Woken` by this
     /// worker's own code ("LIFO slots"), else at the back of the pinned or stealable queue.
+    #[inline]
     pub(crate) fn queue_task(&self, task: TaskRef, pinned: bool, how: Queued) {
         if how == Queued::Woken && !self.dispatching.get() {
             if let Some((prev, prev_pinned)) = self.tasks.lifo.put((task, pinned)) {
@@ -80,6 +81,7 @@ impl Worker {
         }
     }
 
+    #[inline]
     fn queue_task_back(&self, task: TaskRef, pinned: bool) {
         if pinned {
             self.tasks.pinned.borrow_mut().push_back(task);
@@ -136,11 +138,10 @@ impl Worker {
     /// The next task to poll, and whether it came from the LIFO slot: the slot's task unless
     /// `LIFO_CAP` polls in a row came from there (then it goes to the back of its queue), else
     /// the pinned queue's, else the stealable queue's.
+    #[inline]
     fn next_task(&self) -> Option<(TaskRef, bool)> {
-        match self.tasks.lifo.pop() {
-            Pop::Run((task, _)) => return Some((task, true)),
-            Pop::Capped((task, pinned)) => self.queue_task_back(task, pinned),
-            Pop::Empty => {}
+        if let Some((task, _)) = self.tasks.lifo.pop(|(task, pinned)| self.queue_task_back(task, pinned)) {
+            return Some((task, true));
         }
         let pinned = self.tasks.pinned.borrow_mut().pop_front();
         pinned.or_else(|| self.tasks.deque.pop()).map(|t| (t, false))
