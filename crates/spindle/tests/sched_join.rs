@@ -104,9 +104,12 @@ fn task_and_blocking_handles_move_between_waiters() {
             let mut inner = inner;
             // One poll registers this task's waker, then the handle moves on.
             assert!(PollOnce(&mut inner).await, "pending until the oneshot fires");
-            inner
+            // In a Vec: the task's output is the handle itself, not something to await.
+            vec![inner]
         })
         .join()
+        .unwrap()
+        .pop()
         .unwrap();
     let joiner = rt.spawn(move || handed.join().unwrap());
     std::thread::sleep(Duration::from_millis(10));
