@@ -6,7 +6,7 @@
 //! caller's line, through `#[track_caller]`) with a message that names the async alternative,
 //! because blocking there would stall every fiber and task of the worker. Every blocking-style
 //! entry point (`time::sleep`, socket reads and writes, joins, channel and lock waits) asks
-//! [`blocking_caller`] first; `sync::waiter::park_on` asks it for the rest.
+//! [`blocking_caller`] first; `park::park_on` asks it for the rest.
 
 use super::worker::{self, Worker};
 
