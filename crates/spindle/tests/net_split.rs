@@ -1,7 +1,7 @@
-//! A reader and a writer on one TCP connection in two fibers at once: owned halves
-//! (`into_split`) and duplicated handles (`try_clone`). Each test pushes more data through an
-//! echo server than the socket buffers hold, so it finishes only if the read and the write
-//! really run concurrently.
+//! A reader and a writer on one TCP or Unix-domain connection in two fibers (or tasks) at once:
+//! owned halves (`into_split`) and duplicated handles (`try_clone`). The fiber tests push more
+//! data through an echo peer than the socket buffers hold, so they finish only if the read and
+//! the write really run concurrently.
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
@@ -143,4 +143,88 @@ fn unix_try_clone_reads_and_writes_from_two_fibers() {
         got
     });
     assert_eq!(got, TOTAL);
+}
+
+#[test]
+fn unix_split_halves_read_and_write_from_two_fibers() {
+    let rt = runtime();
+    let got = rt.block_on(|| {
+        let (a, b) = UnixStream::pair().unwrap();
+        let echo = spindle::spawn(move || {
+            let (mut rd, mut wr) = b.into_split();
+            std::io::copy(&mut rd, &mut wr).unwrap();
+            // wr drops here: FIN, so the reader below sees the end.
+        });
+        let (rd, wr) = a.into_split();
+        let writer = spindle::spawn(move || {
+            let mut wr = wr;
+            write_pattern(&mut wr);
+        });
+        let reader = spindle::spawn(move || read_pattern(rd));
+        writer.join().unwrap();
+        let got = reader.join().unwrap();
+        echo.join().unwrap();
+        got
+    });
+    assert_eq!(got, TOTAL);
+}
+
+#[test]
+fn unix_split_halves_work_from_async_tasks() {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+
+    use futures_io::{AsyncRead, AsyncWrite};
+
+    let rt = runtime();
+    let echoed = rt.block_on(|| {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut rd, mut wr) = a.into_split();
+        let writer = spindle::task::spawn_async(async move {
+            let mut buf: &[u8] = b"from a task";
+            while !buf.is_empty() {
+                let n = poll_fn(|cx| Pin::new(&mut wr).poll_write(cx, buf)).await.unwrap();
+                buf = &buf[n..];
+            }
+            poll_fn(|cx| Pin::new(&mut wr).poll_close(cx)).await.unwrap(); // FIN
+        });
+        let reader = spindle::task::spawn_async(async move {
+            let mut echoed = Vec::new();
+            let mut buf = [0; 64];
+            loop {
+                match poll_fn(|cx| Pin::new(&mut rd).poll_read(cx, &mut buf)).await.unwrap() {
+                    0 => return echoed,
+                    n => echoed.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        // The peer echoes what the write half sent, then ends its side.
+        let mut got = Vec::new();
+        (&b).read_to_end(&mut got).unwrap();
+        (&b).write_all(&got).unwrap();
+        b.shutdown(Shutdown::Write).unwrap();
+        writer.join().unwrap();
+        reader.join().unwrap()
+    });
+    assert_eq!(echoed, b"from a task");
+}
+
+#[test]
+fn unix_reunite_gives_back_the_stream_and_rejects_strangers() {
+    let rt = runtime();
+    rt.block_on(|| {
+        let (a, mut peer) = UnixStream::pair().unwrap();
+        let (b, _b_peer) = UnixStream::pair().unwrap();
+        let (ra, wa) = a.into_split();
+        let (rb, wb) = b.into_split();
+        assert!(ra.peer_addr().unwrap().is_unnamed());
+        let (ra, wb) = ra.reunite(wb).unwrap_err();
+        let mut a = ra.reunite(wa).unwrap();
+        drop((rb, wb));
+        // Reuniting did not shut the stream down: it still writes.
+        a.write_all(b"ok").unwrap();
+        let mut buf = [0; 2];
+        peer.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ok");
+    });
 }

@@ -10,7 +10,7 @@
 //!   small TTL-bounded cache; IP literals need no lookup. `bind` takes std's addresses and
 //!   resolves on the calling thread: bind to IP addresses.
 //! - **A reader and a writer** in two fibers share a stream through `&TcpStream`,
-//!   [`TcpStream::try_clone`] or [`TcpStream::into_split`].
+//!   [`TcpStream::try_clone`] or [`TcpStream::into_split`] (the same for [`UnixStream`]).
 //!
 //! ```
 //! use std::io::{Read, Write};
@@ -47,7 +47,7 @@ mod unix;
 
 pub use addr::ToSocketAddrs;
 pub use dns::{lookup_host, lookup_host_async};
-pub use split::{OwnedReadHalf, OwnedWriteHalf};
+pub use split::{OwnedReadHalf, OwnedWriteHalf, SplitStream};
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixListener, UnixStream};

@@ -28,9 +28,13 @@ pub struct UnixListener {
 }
 
 /// A Unix-domain stream connection. `Read`/`Write` park the calling fiber while not ready.
+///
+/// A reader and a writer in two fibers can share one stream: through `&UnixStream`, through
+/// [`try_clone`](Self::try_clone), or by splitting it into owned halves with
+/// [`into_split`](Self::into_split).
 #[derive(Debug)]
 pub struct UnixStream {
-    source: IoSource,
+    pub(super) source: IoSource,
 }
 
 /// A Unix-domain datagram socket. `recv_from` and `send_to` park the calling fiber while not
