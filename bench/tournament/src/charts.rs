@@ -14,17 +14,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::markdown::num;
+use crate::model::{ChartRef, View};
 use crate::suites::{better, Better, Suite};
-use crate::tables::View;
-
-/// A chart written for the report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChartRef {
-    /// What it shows.
-    pub title: String,
-    /// Its path relative to the report (`charts/<name>.svg`).
-    pub file: String,
-}
 
 /// One bar.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,8 +21,9 @@ use crate::charts;
 use crate::http::{self, HttpSettings, HttpTools};
 use crate::machine::{self, Contention, Machine};
 use crate::manifest::{self, Discovery};
+use crate::model::{Entry, ReportInput, Status, SuiteReport, Toolchain, PEER_MISSING, SPINDLE_MISSING};
 use crate::proc::{self, Failure};
-use crate::report::{self, Entry, ReportInput, Status, SuiteReport, Toolchain};
+use crate::report;
 use crate::run::{self, Entrant, Plan};
 use crate::setup::Installer;
 use crate::suites::{is_spindle, Suite};
@@ -372,11 +373,6 @@ pub fn missing_reason(name: &str) -> &'static str {
         PEER_MISSING
     }
 }
-
-/// The status of a spindle slot whose program does not exist yet.
-pub const SPINDLE_MISSING: &str = "not yet implemented (no spindle program for this suite yet)";
-/// The status of an expected peer without a manifest.
-pub const PEER_MISSING: &str = "no peer program yet (no manifest names it)";
 
 /// Expected competitors first, in the suite's order (a "missing" row for each one without a
 /// manifest), then every other competitor in discovery order.

@@ -10,10 +10,15 @@
 //! - [`run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
 //!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite);
 //! - [`aggregate`]: runs → median/min/max rows, the `results.jsonl` schema;
+//! - [`model`]: the report's data ([`model::Entry`], [`model::SuiteReport`], [`model::View`], …);
 //! - [`report`], [`tables`], [`summary`], [`charts`], [`machine`]: the report;
 //! - [`driver`]: all of the above, suite by suite.
 //!
 //! The schema (suites, cases, metrics, expected competitors) lives in [`suites`].
+//!
+//! Imports among the report's modules go one way, with no cycle: `driver` → `report`,
+//! `charts`; `report` → `tables`, `summary`; and all five → [`model`], which imports none
+//! of them (check: `grep -n 'use crate::' src/{model,driver,report,charts,summary,tables}.rs`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
@@ -27,6 +32,7 @@ pub mod http;
 pub mod machine;
 pub mod manifest;
 pub mod markdown;
+pub mod model;
 pub mod proc;
 pub mod procfs;
 pub mod record;

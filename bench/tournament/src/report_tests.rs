@@ -1,7 +1,12 @@
 //! Tests of the report: dates, well-formed tables, missing rows, and ratio phrasing.
 
 use super::*;
+use crate::aggregate::Aggregate;
+use crate::http::HttpSettings;
+use crate::machine::Machine;
 use crate::markdown::split_row;
+use crate::model::{Entry, ReportInput, Status, SuiteReport, Toolchain};
+use crate::proc::Failure;
 
 fn row(suite: Suite, case: &str, comp: &str, metric: &str, value: f64) -> Aggregate {
     Aggregate {

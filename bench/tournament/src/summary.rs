@@ -10,9 +10,8 @@
 //! spindle costs.
 
 use crate::markdown::{ratio, Table};
-use crate::report::Entry;
+use crate::model::{Entry, View, SPINDLE_MISSING};
 use crate::suites::{better, is_floor, Better};
-use crate::tables::View;
 
 fn arrow(metric: &str) -> &'static str {
     match better(metric) {
@@ -46,7 +45,7 @@ pub fn render(view: &View) -> String {
             .iter()
             .find(|e| e.name == ours)
             .map(Entry::status_text)
-            .unwrap_or_else(|| crate::driver::SPINDLE_MISSING.into());
+            .unwrap_or_else(|| SPINDLE_MISSING.into());
         return format!("**{ours}** has no results in the {} suite yet: {why}.\n", view.suite);
     }
     // spindle's other configurations (spindle-mt, spindle-grpc-mt) are not peers: their rows

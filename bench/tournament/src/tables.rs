@@ -5,95 +5,9 @@
 //! as the summary (`> 1×`: spindle is ahead of that row). A table with no measured row is
 //! replaced by a line saying so, never dropped.
 
-use crate::aggregate::Aggregate;
-use crate::markdown::{num, ratio, spread, Table};
-use crate::report::Entry;
-use crate::suites::{advantage, better, Suite};
-
-/// The rows of one suite, with lookups.
-pub struct View<'a> {
-    /// The suite.
-    pub suite: Suite,
-    /// Its aggregated rows.
-    pub rows: &'a [Aggregate],
-    /// Its competitors, in report order (spindle's first).
-    pub entries: &'a [Entry],
-}
-
-impl<'a> View<'a> {
-    /// The row of `(case, competitor, metric)`.
-    pub fn get(&self, case: &str, comp: &str, metric: &str) -> Option<&'a Aggregate> {
-        self.rows.iter().find(|r| r.case == case && r.competitor == comp && r.metric == metric)
-    }
-
-    /// The median of `(case, competitor, metric)`.
-    pub fn value(&self, case: &str, comp: &str, metric: &str) -> Option<f64> {
-        self.get(case, comp, metric).map(|r| r.value)
-    }
-
-    /// The competitor standing for spindle.
-    pub fn ours(&self) -> &'static str {
-        self.suite.ours()
-    }
-
-    /// Competitors with a row in any of `cases`, in report order.
-    pub fn competitors_for(&self, cases: &[&str]) -> Vec<&'a str> {
-        let mut names: Vec<&'a str> = Vec::new();
-        for entry in self.entries {
-            if self.rows.iter().any(|r| r.competitor == entry.name && cases.contains(&r.case.as_str())) {
-                names.push(&entry.name);
-            }
-        }
-        // Rows of a competitor without an entry still show (at the end).
-        for row in self.rows {
-            if cases.contains(&row.case.as_str()) && !names.contains(&row.competitor.as_str()) {
-                names.push(&row.competitor);
-            }
-        }
-        names
-    }
-
-    /// Whether spindle has at least one measurement in this suite (else the tables drop their
-    /// "vs spindle" columns, which would be empty).
-    pub fn ours_measured(&self) -> bool {
-        self.rows.iter().any(|r| r.competitor == self.ours())
-    }
-
-    /// The language of a competitor's manifest.
-    pub fn language(&self, comp: &str) -> String {
-        self.entries.iter().find(|e| e.name == comp).map(|e| e.language.clone()).unwrap_or_default()
-    }
-
-    /// A competitor's name as shown: spindle's in bold, a floor row (see
-    /// [`crate::suites::FLOOR_ROWS`]) marked as the limit it is.
-    pub fn display(&self, comp: &str) -> String {
-        if comp == self.ours() {
-            format!("**{comp}**")
-        } else if crate::suites::is_floor(comp) {
-            format!("{comp} _(floor: the limit, not a competitor)_")
-        } else {
-            comp.to_string()
-        }
-    }
-
-    /// `median (min–max)`, or `—` when not measured.
-    pub fn cell(&self, case: &str, comp: &str, metric: &str) -> String {
-        self.get(case, comp, metric).map(spread).unwrap_or_else(|| "—".into())
-    }
-
-    /// How far spindle is ahead of `comp` on one metric.
-    pub fn advantage(&self, case: &str, comp: &str, metric: &str) -> Option<f64> {
-        if comp == self.ours() {
-            return None;
-        }
-        advantage(self.value(case, self.ours(), metric)?, self.value(case, comp, metric)?, better(metric))
-    }
-
-    /// The "vs spindle" cell.
-    pub fn ratio_cell(&self, case: &str, comp: &str, metric: &str) -> String {
-        ratio(self.advantage(case, comp, metric))
-    }
-}
+use crate::markdown::{num, spread, Table};
+use crate::model::View;
+use crate::suites::{better, Suite};
 
 fn heading(out: &mut String, title: &str) {
     out.push_str(&format!("\n#### {title}\n\n"));
