@@ -50,6 +50,11 @@ mod timer;
 #[cfg(feature = "tls")]
 mod tls;
 
+/// This crate's README examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use body::{Body, BoxError};
 pub use builder::{Accept, Builder};
 pub use client::{Client, ClientBuilder, Error as ClientError, ErrorKind as ClientErrorKind};

@@ -82,6 +82,12 @@ where
     services.blocking.spawn(f)
 }
 
+/// The repository README's Rust examples, compiled (and run, unless marked `no_run`) as
+/// doctests of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// Internals exposed for spindle's own benchmarks; not a public API.
 #[doc(hidden)]
 pub mod __private {
