@@ -22,6 +22,56 @@ cargo run -q -p spindle --example net_connect
 cargo run -q -p spindle --example graceful_shutdown
 cargo run -q -p spindle --features tokio-compat --example tokio_compat
 
+step "examples: spindle-http's hello (HTTP/1.1 and h2c) fetched by fetch, and tls_hello (HTTPS, ALPN h2 and http/1.1)"
+# Built first, so that the time limits below bound the runs, not the compilation.
+cargo build -q -p spindle-http --features tls --examples
+# expect_lines OUTPUT LINE...: each LINE is a whole line of OUTPUT, as often as it is given.
+expect_lines() {
+    local out=$1 line; shift
+    for line in "$@"; do
+        [ "$(grep -cxF -- "$line" <<<"$out")" -ge "$(printf '%s\n' "$@" | grep -cxF -- "$line")" ] \
+            || { printf 'example output lacks "%s":\n%s\n' "$line" "$out" >&2; return 1; }
+    done
+}
+hello_log=$(mktemp)
+PORT=0 timeout 120 cargo run -q -p spindle-http --features tls --example hello 2>"$hello_log" &
+hello_pid=$!
+trap 'kill "$hello_pid" 2>/dev/null || true' EXIT
+hello_addr=""
+for _ in $(seq 300); do
+    hello_addr=$(sed -n 's|^listening on http://\([0-9.:]*\) .*|\1|p' "$hello_log")
+    [ -n "$hello_addr" ] && break
+    kill -0 "$hello_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$hello_addr" ] || { echo "hello did not start listening:" >&2; cat "$hello_log" >&2; exit 1; }
+out=$(timeout 30 cargo run -q -p spindle-http --features tls --example fetch -- "http://$hello_addr/")
+echo "$out"
+expect_lines "$out" "HTTP/1.1 200 OK" "body: 13 bytes"
+out=$(timeout 30 cargo run -q -p spindle-http --features tls --example fetch -- --http2 "http://$hello_addr/")
+echo "$out"
+expect_lines "$out" "HTTP/2.0 200 OK" "body: 13 bytes"
+kill "$hello_pid"
+wait "$hello_pid" || true
+trap - EXIT
+rm -f "$hello_log"
+out=$(timeout 60 cargo run -q -p spindle-http --features tls --example tls_hello)
+echo "$out"
+expect_lines "$out" "HTTP/2.0 200 OK" "HTTP/1.1 200 OK" "body: 11 bytes" "body: 11 bytes"
+if command -v openssl >/dev/null; then
+    # The same from PEM files (a self-signed end-entity certificate for localhost).
+    pem_dir=$(mktemp -d)
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:FALSE \
+        -keyout "$pem_dir/key.pem" -out "$pem_dir/cert.pem" 2>/dev/null
+    out=$(timeout 60 cargo run -q -p spindle-http --features tls --example tls_hello -- "$pem_dir/cert.pem" "$pem_dir/key.pem")
+    echo "$out"
+    expect_lines "$out" "HTTP/2.0 200 OK" "HTTP/1.1 200 OK" "body: 11 bytes" "body: 11 bytes"
+    rm -r "$pem_dir"
+else
+    echo "openssl not installed: tls_hello from PEM files skipped (the rcgen run above covers TLS)"
+fi
+
 step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
 bash scripts/grpc-interop.sh
 
