@@ -247,16 +247,25 @@ mod tests {
 
     #[test]
     fn trimmed_stacks_read_back_zero_and_stay_usable() {
-        let mut pool = StackPool::new(8, 0);
+        // A cap above the chunk's 64 stacks: the trim releases pages but unmaps no chunk, so
+        // the same stack comes back (LIFO) at the same address. (With a cap of 8 the chunk was
+        // unmapped, and the test read its old address: it passed only when the next mapping
+        // landed in the same place, and crashed when a concurrent test mapped there first.)
+        let mut pool = StackPool::new(1000, 0);
         let stack = pool.get(32 * 1024).unwrap();
-        let word = stack.top().wrapping_sub(64);
+        let top = stack.top();
+        let word = top.wrapping_sub(64);
         // SAFETY: `word` is inside the usable part of a stack we own.
         unsafe { word.write(7) };
         pool.put(stack);
         pool.trim();
         let stack = pool.get(32 * 1024).unwrap();
+        assert_eq!(stack.top(), top, "the pool is LIFO and the chunk stayed mapped");
         assert!(!stack.dirty);
-        // SAFETY: as above; after MADV_DONTNEED the page reads back as zero.
+        // SAFETY: `word` is inside the usable part of `stack`, which we own again; after
+        // MADV_DONTNEED the page reads back as zero.
         assert_eq!(unsafe { word.read() }, 0);
+        // SAFETY: as above: still writable.
+        unsafe { word.write(9) };
     }
 }
