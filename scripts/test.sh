@@ -94,7 +94,5 @@ if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gn
     cargo check -p spindle --target aarch64-unknown-linux-gnu --lib --tests
 fi
 
-step "sanitizers: spindle's tests under ASan (scripts/sanitizers.sh asan, nightly -Zbuild-std)"
-# TSan (`bash scripts/sanitizers.sh tsan`) passed over spindle's tests as they were before the
-# signal/shutdown/compat/sync-primitive tests landed; it joins CI once it has passed with them.
-bash scripts/sanitizers.sh asan
+step "sanitizers: spindle's tests under ASan and TSan (scripts/sanitizers.sh, nightly -Zbuild-std)"
+bash scripts/sanitizers.sh all
