@@ -259,7 +259,10 @@ impl Client {
             };
         }
         match &inner.handle {
-            Some(handle) => Begun::Outside { prepared, entry: route.entry.clone(), handle: handle.clone(), live },
+            Some(handle) => {
+                let entry = route.entry.clone();
+                Begun::Outside(Box::new(Outside { prepared, entry, handle: handle.clone(), live }))
+            }
             None => Begun::Failed(crate::no_runtime()),
         }
     }
@@ -304,7 +307,16 @@ impl<X: Send + 'static> Prepared<X> {
 enum Begun<X> {
     Failed(Status),
     Direct(Driver, TypedLimits),
-    Outside { prepared: Prepared<X>, entry: Entry, handle: spindle::Handle, live: LiveCall },
+    /// Boxed: the common variant stays small (the pump's spawn allocates anyway).
+    Outside(Box<Outside<X>>),
+}
+
+/// A call to start in a pump task.
+struct Outside<X> {
+    prepared: Prepared<X>,
+    entry: Entry,
+    handle: spindle::Handle,
+    live: LiveCall,
 }
 
 /// Drives a unary response (unary and client-streaming methods) to its end: the message is
@@ -347,7 +359,8 @@ impl<R: Message + 'static> UnaryFuture<R> {
         let inner = match begun {
             Begun::Failed(status) => UnaryInner::Ready(Some(status)),
             Begun::Direct(driver, limits) => UnaryInner::Direct(driver, limits),
-            Begun::Outside { prepared, entry, handle, live } => {
+            Begun::Outside(outside) => {
+                let Outside { prepared, entry, handle, live } = *outside;
                 match pump::unary::<X, R>(&handle, prepared, entry, live) {
                     Ok(client) => UnaryInner::Pumped(client),
                     Err(status) => UnaryInner::Ready(Some(status)),
@@ -396,7 +409,8 @@ impl<R: Message + 'static> StreamFuture<R> {
         let inner = match begun {
             Begun::Failed(status) => StreamInner::Ready(Some(status)),
             Begun::Direct(driver, limits) => StreamInner::Direct(Some((driver, limits))),
-            Begun::Outside { prepared, entry, handle, live } => {
+            Begun::Outside(outside) => {
+                let Outside { prepared, entry, handle, live } = *outside;
                 match pump::streaming::<X, R>(&handle, prepared, entry, live) {
                     Ok(client) => StreamInner::Pumped(client),
                     Err(status) => StreamInner::Ready(Some(status)),

@@ -99,42 +99,36 @@ impl<'a> Call<'a> {
         Ok(())
     }
 
-    fn take<T: 'static>(&mut self) -> Result<T, Status> {
-        self.message.downcast_mut::<Option<T>>().and_then(Option::take).ok_or_else(mismatch)
-    }
-
     /// The request of a single message, checked against the limits.
-    fn single<M: Message + 'static>(&mut self) -> Result<Request<M>, Status> {
-        let message: M = self.take()?;
-        self.limits.request(message.encoded_len())?;
-        Ok(self.with_parts(message))
+    fn into_single<M: Message + 'static>(self) -> Result<Request<M>, Status> {
+        let Call { metadata, extensions, message, limits, .. } = self;
+        let message: M = take(message)?;
+        limits.request(message.encoded_len())?;
+        Ok(Request::from_parts(metadata, extensions, message))
     }
 
     /// The request of a streamed method: the client's messages as tonic's `Streaming<M>`.
-    fn streamed<M: Message + 'static>(&mut self) -> Result<Request<tonic::Streaming<M>>, Status> {
-        let stream: RequestStream<M> = self.take()?;
-        let state = self.upload.clone().ok_or_else(mismatch)?;
-        Ok(self.with_parts(upload::streaming(stream, state, self.limits)))
-    }
-
-    fn with_parts<T>(&mut self, message: T) -> Request<T> {
-        Request::from_parts(std::mem::take(&mut self.metadata), std::mem::take(&mut self.extensions), message)
+    fn into_streamed<M: Message + 'static>(self) -> Result<Request<tonic::Streaming<M>>, Status> {
+        let Call { metadata, extensions, message, limits, upload } = self;
+        let stream: RequestStream<M> = take(message)?;
+        let state = upload.ok_or_else(mismatch)?;
+        Ok(Request::from_parts(metadata, extensions, upload::streaming(stream, state, limits)))
     }
 
     /// Starts a unary method: `handler` calls the service's trait method.
-    pub fn unary<M, R, F, Fut>(mut self, handler: F) -> Result<BoxHandler, Status>
+    pub fn unary<M, R, F, Fut>(self, handler: F) -> Result<BoxHandler, Status>
     where
         M: Message + 'static,
         R: Send + 'static,
         F: FnOnce(Request<M>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>> + Send + 'static,
     {
-        let request = self.single()?;
+        let request = self.into_single()?;
         Ok(Box::pin(UnaryHandler { future: handler(request), _response: PhantomData }))
     }
 
     /// Starts a server-streaming method.
-    pub fn server_streaming<M, R, S, F, Fut>(mut self, handler: F) -> Result<BoxHandler, Status>
+    pub fn server_streaming<M, R, S, F, Fut>(self, handler: F) -> Result<BoxHandler, Status>
     where
         M: Message + 'static,
         R: Send + 'static,
@@ -142,25 +136,25 @@ impl<'a> Call<'a> {
         F: FnOnce(Request<M>) -> Fut,
         Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
     {
-        let request = self.single()?;
+        let request = self.into_single()?;
         Ok(Box::pin(StreamHandler::new(handler(request))))
     }
 
     /// Starts a client-streaming method: the handler reads the client's messages through
     /// tonic's `Streaming<M>`.
-    pub fn client_streaming<M, R, F, Fut>(mut self, handler: F) -> Result<BoxHandler, Status>
+    pub fn client_streaming<M, R, F, Fut>(self, handler: F) -> Result<BoxHandler, Status>
     where
         M: Message + 'static,
         R: Send + 'static,
         F: FnOnce(Request<tonic::Streaming<M>>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>> + Send + 'static,
     {
-        let request = self.streamed()?;
+        let request = self.into_streamed()?;
         Ok(Box::pin(UnaryHandler { future: handler(request), _response: PhantomData }))
     }
 
     /// Starts a bidirectional streaming method.
-    pub fn streaming<M, R, S, F, Fut>(mut self, handler: F) -> Result<BoxHandler, Status>
+    pub fn streaming<M, R, S, F, Fut>(self, handler: F) -> Result<BoxHandler, Status>
     where
         M: Message + 'static,
         R: Send + 'static,
@@ -168,7 +162,7 @@ impl<'a> Call<'a> {
         F: FnOnce(Request<tonic::Streaming<M>>) -> Fut,
         Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
     {
-        let request = self.streamed()?;
+        let request = self.into_streamed()?;
         Ok(Box::pin(StreamHandler::new(handler(request))))
     }
 
@@ -177,6 +171,11 @@ impl<'a> Call<'a> {
     pub fn unimplemented(self) -> Result<BoxHandler, Status> {
         Err(Status::unimplemented(""))
     }
+}
+
+/// Takes the message out of its slot, an `&mut Option<T>`.
+fn take<T: 'static>(slot: &mut dyn Any) -> Result<T, Status> {
+    slot.downcast_mut::<Option<T>>().and_then(Option::take).ok_or_else(mismatch)
 }
 
 pin_project! {
