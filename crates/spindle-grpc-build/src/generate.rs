@@ -145,7 +145,8 @@ fn add_typed(file: &mut syn::File, service: &prost_build::Service, options: &Opt
     if options.server {
         if let Some(module) = module_with(file, &server_ident) {
             let items = server_items(service, &rpcs, &typed_mod, options);
-            let parsed: syn::File = syn::parse2(items).expect("spindle-grpc-build: the typed dispatch parses");
+            let parsed: syn::File =
+                syn::parse2(items).expect("spindle-grpc-build: the typed dispatch parses");
             module.content.as_mut().expect("a module with content").1.extend(parsed.items);
         }
     }

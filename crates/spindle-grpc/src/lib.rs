@@ -29,6 +29,12 @@
 //! assert_eq!(size, 10);
 //! ```
 //!
+//! # The typed fast path
+//!
+//! With the code `spindle-grpc-build` generates beside tonic's, a server registered with
+//! [`Channel::add_typed_service`] and the generated typed client (`foo_typed::FooClient`) call
+//! each other with the messages moved, never encoded: module [`typed`], and the crate README.
+//!
 //! # Where handlers run
 //!
 //! - **From a spindle worker** (a fiber or a task): the handler runs right in the caller's
@@ -53,6 +59,11 @@
 //! README).
 
 #![warn(missing_docs)]
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 mod call;
 mod client;

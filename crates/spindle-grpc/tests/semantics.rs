@@ -550,8 +550,10 @@ fn intercepted(sleep: SleepFn) -> (Intercepted, Arc<Counters>) {
     (TestServiceServer::with_interceptor(server, check), counters)
 }
 
-type InterceptedTyped =
-    spindle_grpc::typed::Intercepted<TestServiceServer<Server>, fn(Request<()>) -> Result<Request<()>, Status>>;
+type InterceptedTyped = spindle_grpc::typed::Intercepted<
+    TestServiceServer<Server>,
+    fn(Request<()>) -> Result<Request<()>, Status>,
+>;
 
 /// The same interceptor, keeping the typed path (tonic's `InterceptedService` hides it).
 fn intercepted_typed(sleep: SleepFn) -> (InterceptedTyped, Arc<Counters>) {

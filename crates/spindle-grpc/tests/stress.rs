@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
-use spindle_grpc_interop::pb::test_service_typed::TestServiceClient;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
+use spindle_grpc_interop::pb::test_service_typed::TestServiceClient;
 use spindle_grpc_interop::pb::*;
 use spindle_grpc_interop::{payload, Counters, Server};
 use tonic::{Code, Request};
@@ -186,7 +186,9 @@ fn stress(typed: bool) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("stress (typed: {typed}): {CALLERS} callers x {calls} calls, seed {seed} (SPINDLE_GRPC_STRESS_SEED)");
+    eprintln!(
+        "stress (typed: {typed}): {CALLERS} callers x {calls} calls, seed {seed} (SPINDLE_GRPC_STRESS_SEED)"
+    );
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let server = Server::new(common::spindle_sleep);
     let counters = server.counters.clone();

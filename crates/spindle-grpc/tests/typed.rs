@@ -109,7 +109,11 @@ impl TestService for Probe {
 
 /// Starts an upload of one message whose stream stays open, waits until the handler started,
 /// drops the call, and returns what the handler's spawned reader saw.
-fn cancel_an_upload(channel: Channel, probe: &Probe, sleep: common::ClientSleep) -> Option<Result<usize, Code>> {
+fn cancel_an_upload(
+    channel: Channel,
+    probe: &Probe,
+    sleep: common::ClientSleep,
+) -> Option<Result<usize, Code>> {
     let (started, outcome) = (probe.started.clone(), probe.outcome.clone());
     spindle::task::block_on(async move {
         let (tx, rx) = tokio::sync::mpsc::channel::<StreamingInputCallRequest>(1);
@@ -180,7 +184,9 @@ fn cancelled_upload_fails_for_a_reader_the_handler_spawned() {
 fn oversized_upload_fails_the_call_and_a_reader_the_handler_spawned() {
     let rt = spindle::Runtime::new().unwrap();
     let probe = Probe::default();
-    let channel = Channel::new().max_request_message_size(1000).add_typed_service(TestServiceServer::new(probe.clone()));
+    let channel = Channel::new()
+        .max_request_message_size(1000)
+        .add_typed_service(TestServiceServer::new(probe.clone()));
     let counters = Arc::new(Counters::default());
     let requests: Vec<_> = [10, 2000]
         .into_iter()
@@ -297,9 +303,11 @@ impl tonic::server::NamedService for OnlyUnary {
 }
 
 impl tower_service::Service<http::Request<tonic::body::Body>> for OnlyUnary {
-    type Response = <TestServiceServer<Probe> as tower_service::Service<http::Request<tonic::body::Body>>>::Response;
+    type Response =
+        <TestServiceServer<Probe> as tower_service::Service<http::Request<tonic::body::Body>>>::Response;
     type Error = std::convert::Infallible;
-    type Future = <TestServiceServer<Probe> as tower_service::Service<http::Request<tonic::body::Body>>>::Future;
+    type Future =
+        <TestServiceServer<Probe> as tower_service::Service<http::Request<tonic::body::Body>>>::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         tower_service::Service::<http::Request<tonic::body::Body>>::poll_ready(&mut self.0, cx)
@@ -339,10 +347,14 @@ fn a_partial_typed_entry_routes_method_by_method() {
         spindle::task::block_on(async move {
             let mut client = TestServiceClient::new(channel);
             assert!(client.is_typed());
-            let body = client.unary_call(SimpleRequest::default()).await.unwrap().into_inner().payload.unwrap().body;
+            let body =
+                client.unary_call(SimpleRequest::default()).await.unwrap().into_inner().payload.unwrap().body;
             assert!(body.starts_with(b"typed"), "{body:?}");
-            let mut stream =
-                client.streaming_output_call(StreamingOutputCallRequest::default()).await.unwrap().into_inner();
+            let mut stream = client
+                .streaming_output_call(StreamingOutputCallRequest::default())
+                .await
+                .unwrap()
+                .into_inner();
             assert!(!stream.is_typed());
             let body = stream.message().await.unwrap().unwrap().payload.unwrap().body;
             assert_eq!(body, b"encoded".as_slice());

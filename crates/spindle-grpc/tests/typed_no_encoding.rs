@@ -42,7 +42,8 @@ async fn every_kind(channel: Channel, typed: bool) {
 #[test]
 fn typed_calls_never_encode_a_message() {
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
-    let typed = Channel::new().with_handle(rt.handle()).add_typed_service(CountedServiceServer::new(CountedEcho));
+    let typed =
+        Channel::new().with_handle(rt.handle()).add_typed_service(CountedServiceServer::new(CountedEcho));
     let encoded = Channel::new().with_handle(rt.handle()).add_service(CountedServiceServer::new(CountedEcho));
 
     let before = counts();

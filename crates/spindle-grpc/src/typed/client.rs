@@ -135,7 +135,10 @@ impl Client {
 
     /// Runs `interceptor` on every typed call's request, as tonic's client interceptor does on
     /// the encoded path.
-    pub fn with_interceptor<F: Interceptor + Clone + Send + Sync + 'static>(mut self, interceptor: F) -> Client {
+    pub fn with_interceptor<F: Interceptor + Clone + Send + Sync + 'static>(
+        mut self,
+        interceptor: F,
+    ) -> Client {
         self.interceptor = Some(Box::new(interceptor));
         self
     }
@@ -208,7 +211,11 @@ impl Client {
     }
 
     /// Starts the bidirectional streaming method `method`, or hands the request back.
-    pub fn streaming<M, R, S>(&mut self, method: usize, request: Request<S>) -> Result<StreamFuture<R>, Request<S>>
+    pub fn streaming<M, R, S>(
+        &mut self,
+        method: usize,
+        request: Request<S>,
+    ) -> Result<StreamFuture<R>, Request<S>>
     where
         M: Message + 'static,
         R: Message + 'static,
@@ -271,7 +278,8 @@ impl Client {
 /// tonic's client interceptor on a typed request (its metadata and extensions).
 fn intercept<X>(interceptor: &mut dyn DynInterceptor, request: Request<X>) -> Result<Request<X>, Status> {
     let (metadata, extensions, message) = request.into_parts();
-    let (metadata, extensions, ()) = interceptor.intercept(Request::from_parts(metadata, extensions, ()))?.into_parts();
+    let (metadata, extensions, ()) =
+        interceptor.intercept(Request::from_parts(metadata, extensions, ()))?.into_parts();
     Ok(Request::from_parts(metadata, extensions, message))
 }
 

@@ -192,7 +192,11 @@ where
     F: Future<Output = Result<Response<R>, Status>> + Send,
     R: Send + 'static,
 {
-    fn poll_head(self: Pin<&mut Self>, cx: &mut Context<'_>, message: &mut dyn Any) -> Poll<Result<Head, Status>> {
+    fn poll_head(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        message: &mut dyn Any,
+    ) -> Poll<Result<Head, Status>> {
         let response = ready!(self.project().future.poll(cx))?;
         let (metadata, response, extensions) = response.into_parts();
         put(message, response)?;

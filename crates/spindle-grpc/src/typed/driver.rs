@@ -42,7 +42,11 @@ impl Driver {
     }
 
     /// Polls the handler to its response head (a unary response's message into `message`).
-    pub(crate) fn poll_head(&mut self, cx: &mut Context<'_>, message: &mut dyn Any) -> Poll<Result<Head, Status>> {
+    pub(crate) fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        message: &mut dyn Any,
+    ) -> Poll<Result<Head, Status>> {
         let Some(handler) = self.handler.as_mut() else {
             panic!("spindle-grpc typed call polled after completion");
         };

@@ -103,7 +103,12 @@ pub struct Method {
 
 impl Method {
     /// A method entry (for generated code).
-    pub const fn new(name: &'static str, kind: Kind, request: fn() -> TypeId, response: fn() -> TypeId) -> Method {
+    pub const fn new(
+        name: &'static str,
+        kind: Kind,
+        request: fn() -> TypeId,
+        response: fn() -> TypeId,
+    ) -> Method {
         Method { name, kind, request, response }
     }
 
@@ -135,7 +140,11 @@ pub trait Dispatch: Send + Sync + 'static {
 pub trait Handler: Send {
     /// Polls the handler to its response head. For a unary response (unary and client
     /// streaming methods) the response message is written into `message`.
-    fn poll_head(self: Pin<&mut Self>, cx: &mut Context<'_>, message: &mut dyn Any) -> Poll<Result<Head, Status>>;
+    fn poll_head(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        message: &mut dyn Any,
+    ) -> Poll<Result<Head, Status>>;
 
     /// Polls a streaming response for its next message, written into `message`; `None` at the
     /// end of the stream. Unary responses have none.

@@ -231,12 +231,18 @@ pub fn run_typed_on<S: Svc<B> + TypedService, B: RespBody, F, Fut>(
     in_fiber(rt, Kind::Typed, channel, counters, case);
 }
 
-fn in_fiber<F, Fut>(rt: spindle::Runtime, kind: Kind, channel: spindle_grpc::Channel, counters: Arc<Counters>, case: F)
-where
+fn in_fiber<F, Fut>(
+    rt: spindle::Runtime,
+    kind: Kind,
+    channel: spindle_grpc::Channel,
+    counters: Arc<Counters>,
+    case: F,
+) where
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let env = Env { kind, transport: channel.clone(), counters: counters.clone(), sleep: Arc::new(spindle_sleep) };
+    let env =
+        Env { kind, transport: channel.clone(), counters: counters.clone(), sleep: Arc::new(spindle_sleep) };
     rt.block_on(move || spindle::task::block_on(case(env)));
     assert_eq!(channel.live_calls(), 0, "calls left alive on the channel");
     check_no_leaks(&counters);
@@ -303,8 +309,13 @@ pub fn run_typed_outside_on<S: Svc<B> + TypedService, B: RespBody, F, Fut>(
     on_thread(&rt, Kind::TypedOutside, channel, counters, case);
 }
 
-fn on_thread<F, Fut>(rt: &spindle::Runtime, kind: Kind, channel: spindle_grpc::Channel, counters: Arc<Counters>, case: F)
-where
+fn on_thread<F, Fut>(
+    rt: &spindle::Runtime,
+    kind: Kind,
+    channel: spindle_grpc::Channel,
+    counters: Arc<Counters>,
+    case: F,
+) where
     F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
     Fut: Future<Output = ()>,
 {

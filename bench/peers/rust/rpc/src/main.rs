@@ -514,13 +514,7 @@ async fn unary_loop<C: Api>(mut client: C, data: Bytes, count: u64) -> Result<()
 }
 
 /// `n` unary echoes in all, by `g` concurrent tasks (g == 1: in the calling task).
-async fn unary_calls<S: Spawn, C: Api>(
-    rt: S,
-    client: &C,
-    data: &Bytes,
-    n: u64,
-    g: u64,
-) -> Result<()> {
+async fn unary_calls<S: Spawn, C: Api>(rt: S, client: &C, data: &Bytes, n: u64, g: u64) -> Result<()> {
     if g == 1 {
         return unary_loop(client.clone(), data.clone(), n).await;
     }
@@ -536,12 +530,7 @@ async fn unary_calls<S: Spawn, C: Api>(
     Ok(())
 }
 
-async fn server_stream_calls<C: Api>(
-    client: &C,
-    n: u64,
-    count: u32,
-    size: u32,
-) -> Result<()> {
+async fn server_stream_calls<C: Api>(client: &C, n: u64, count: u32, size: u32) -> Result<()> {
     let mut client = client.clone();
     for _ in 0..n {
         let mut stream = client.server_stream(StreamRequest { count, size }).await?.into_inner();
