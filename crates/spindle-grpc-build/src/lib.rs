@@ -39,6 +39,11 @@
 
 mod generate;
 
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use std::io;
 use std::path::{Path, PathBuf};
 

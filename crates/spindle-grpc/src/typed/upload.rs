@@ -49,10 +49,11 @@ fn header() -> Frame<Bytes> {
     Frame::data(Bytes::from_static(&EMPTY_MESSAGE_HEADER))
 }
 
-/// What the body hands the decoder: a message, or the error the reader must see.
-type Slot<M> = Arc<Mutex<Option<Result<M, Status>>>>;
+/// What the body hands the decoder: a message, or the error the reader must see (boxed: the
+/// slot, moved in and out once per message, stays the size of a message).
+type Slot<M> = Arc<Mutex<Option<Result<M, Box<Status>>>>>;
 
-fn lock<M>(slot: &Slot<M>) -> MutexGuard<'_, Option<Result<M, Status>>> {
+fn lock<M>(slot: &Slot<M>) -> MutexGuard<'_, Option<Result<M, Box<Status>>>> {
     slot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -94,7 +95,7 @@ impl<M> UploadBody<M> {
             return Poll::Ready(None);
         }
         self.cancel_sent = true;
-        *lock(&self.slot) = Some(Err(Status::cancelled("the client cancelled the call")));
+        *lock(&self.slot) = Some(Err(Box::new(Status::cancelled("the client cancelled the call"))));
         Poll::Ready(Some(Ok(header())))
     }
 }
@@ -153,7 +154,11 @@ impl<M> Decoder for UploadDecoder<M> {
     type Error = Status;
 
     fn decode(&mut self, _empty: &mut DecodeBuf<'_>) -> Result<Option<M>, Status> {
-        lock(&self.slot).take().transpose()
+        match lock(&self.slot).take() {
+            Some(Ok(message)) => Ok(Some(message)),
+            Some(Err(status)) => Err(*status),
+            None => Ok(None),
+        }
     }
 
     fn buffer_settings(&self) -> BufferSettings {
