@@ -156,10 +156,11 @@ pub trait Handler: Send {
         Poll::Ready(None)
     }
 
-    /// Called once when the call ends after its head: with the trailing metadata (empty for a
-    /// stream that ended, the status's metadata for an error, the response's metadata for a
-    /// unary response, into which tonic merges trailers). Wrappers add theirs here; the
-    /// generated handlers have none.
+    /// Called once when the handler ends the call itself (not when the channel ends it: a
+    /// deadline, a panic, a limit, the client's drop), with the trailing metadata: empty for a
+    /// stream that ended, the status's metadata for an error (before or after the head), the
+    /// response's metadata for a unary response (tonic merges a unary call's trailers into
+    /// it). Wrappers add theirs here; the generated handlers have none.
     fn trailers(self: Pin<&mut Self>, _trailers: &mut MetadataMap) {}
 }
 
