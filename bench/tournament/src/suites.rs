@@ -47,20 +47,21 @@ pub enum Better {
 }
 
 /// The names of spindle's own competitors; only their failures fail the tournament.
-pub const SPINDLE_COMPETITORS: [&str; 5] =
-    ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt", "spindle-grpc-tcp"];
+pub const SPINDLE_COMPETITORS: [&str; 6] =
+    ["spindle", "spindle-grpc", "spindle-mt", "spindle-grpc-mt", "spindle-grpc-tcp", "spindle-grpc-typed"];
 
 /// Rows that measure a limit, not a competitor: the report labels them and the summary leaves
 /// them out of its ranking (it states spindle's distance to them instead).
 pub const FLOOR_ROWS: [&str; 1] = ["floor-raw-switch"];
 
 /// Every competitor name the schema knows, for validation hints.
-pub const KNOWN_COMPETITORS: [&str; 30] = [
+pub const KNOWN_COMPETITORS: [&str; 31] = [
     "spindle",
     "spindle-grpc",
     "spindle-mt",
     "spindle-grpc-mt",
     "spindle-grpc-tcp",
+    "spindle-grpc-typed",
     "rust-thread",
     "tokio",
     "tokio-hyper",
@@ -205,6 +206,7 @@ impl Suite {
                 "spindle-grpc",
                 "spindle-grpc-mt",
                 "spindle-grpc-tcp",
+                "spindle-grpc-typed",
                 "grpchan",
                 "grpc-go-tcp",
                 "tonic-direct",

@@ -3,12 +3,16 @@
 //! [`ECHO_TRAILING`] as a trailer (tonic has no API for custom trailers on a successful unary
 //! response, so the interop servers do this below the generated code).
 
+use std::any::Any;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use http_body::{Body, Frame};
+use spindle_grpc::typed::{BoxHandler, Call, Dispatch, Entry, Handler, Head, Method, TypedService};
+use tonic::metadata::{Ascii, Binary, MetadataMap, MetadataValue};
 use tonic::server::NamedService;
 
 pub const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
@@ -97,5 +101,89 @@ impl Body for AddTrailer {
 
     fn is_end_stream(&self) -> bool {
         self.trailer.is_none() && self.inner.is_end_stream()
+    }
+}
+
+impl<S: TypedService> TypedService for EchoMetadata<S> {
+    fn typed_entry(&self) -> Entry {
+        self.0.typed_entry().map(|inner| EchoDispatch { inner })
+    }
+}
+
+/// The echo on the typed path: reads the request's metadata, wraps the handler.
+struct EchoDispatch {
+    inner: Arc<dyn Dispatch>,
+}
+
+impl Dispatch for EchoDispatch {
+    fn methods(&self) -> &'static [Method] {
+        self.inner.methods()
+    }
+
+    fn call(&self, method: usize, call: Call<'_>) -> Result<BoxHandler, tonic::Status> {
+        let initial = call.metadata().get(ECHO_INITIAL).cloned();
+        let trailing = call.metadata().get_bin(ECHO_TRAILING).cloned();
+        match self.inner.call(method, call) {
+            Ok(inner) => Ok(Box::pin(EchoHandler { inner, initial, trailing })),
+            Err(mut status) => {
+                echo(status.metadata_mut(), initial, trailing);
+                Err(status)
+            }
+        }
+    }
+}
+
+fn echo(
+    metadata: &mut MetadataMap,
+    initial: Option<MetadataValue<Ascii>>,
+    trailing: Option<MetadataValue<Binary>>,
+) {
+    if let Some(v) = initial {
+        metadata.insert(ECHO_INITIAL, v);
+    }
+    if let Some(v) = trailing {
+        metadata.insert_bin(ECHO_TRAILING, v);
+    }
+}
+
+struct EchoHandler {
+    inner: BoxHandler,
+    initial: Option<MetadataValue<Ascii>>,
+    trailing: Option<MetadataValue<Binary>>,
+}
+
+impl Handler for EchoHandler {
+    fn poll_head(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        message: &mut dyn Any,
+    ) -> Poll<Result<Head, tonic::Status>> {
+        let this = self.get_mut();
+        let head = ready!(this.inner.as_mut().poll_head(cx, message));
+        Poll::Ready(match head {
+            Ok(mut head) => {
+                echo(&mut head.metadata, this.initial.take(), None);
+                Ok(head)
+            }
+            Err(mut status) => {
+                // An error before any message: its status carries the headers too.
+                echo(status.metadata_mut(), this.initial.take(), None);
+                Err(status)
+            }
+        })
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        message: &mut dyn Any,
+    ) -> Poll<Option<Result<(), tonic::Status>>> {
+        self.get_mut().inner.as_mut().poll_next(cx, message)
+    }
+
+    fn trailers(self: Pin<&mut Self>, trailers: &mut MetadataMap) {
+        let this = self.get_mut();
+        this.inner.as_mut().trailers(trailers);
+        echo(trailers, None, this.trailing.take());
     }
 }

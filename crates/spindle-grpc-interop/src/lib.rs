@@ -21,6 +21,7 @@ pub mod pb {
 
 pub mod args;
 pub mod cases;
+pub mod counted;
 mod echo_metadata;
 pub mod grpc_testing;
 pub use echo_metadata::{EchoMetadata, ECHO_INITIAL, ECHO_TRAILING};

@@ -67,6 +67,16 @@ struct Failure {
 }
 
 impl CallState {
+    /// Whether the client side was dropped before the call ended (invariant 3).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Registers the waker of the request's reader, woken when the call is cancelled.
+    pub(crate) fn set_reader(&self, waker: &Waker) {
+        *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+    }
+
     fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
         let waker = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -80,7 +90,7 @@ impl CallState {
     }
 
     /// Records the request side's failure (the first one counts) and wakes the driver.
-    fn fail(&self, status: Status) {
+    pub(crate) fn fail(&self, status: Status) {
         let driver = {
             let mut failure = self.lock_failure();
             if failure.status.is_none() {
@@ -124,7 +134,9 @@ impl Drop for LiveCall {
 /// drives the call. Dropped before [`End::set_ended`], it cancels the call (invariant 3).
 #[derive(Debug)]
 pub(crate) struct End {
-    state: Arc<CallState>,
+    /// `None` for a typed call without a request stream: nothing reads the request, so there
+    /// is nothing to cancel or to fail (module `typed`).
+    state: Option<Arc<CallState>>,
     ended: bool,
     /// The driver's waker as last registered in `state` (so that an unchanged waker is not
     /// registered again: no lock while the driver stays the same).
@@ -134,6 +146,10 @@ pub(crate) struct End {
 
 impl End {
     pub(crate) fn new(state: Arc<CallState>, live: Option<LiveCall>) -> End {
+        End::with_state(Some(state), live)
+    }
+
+    pub(crate) fn with_state(state: Option<Arc<CallState>>, live: Option<LiveCall>) -> End {
         End { state, ended: false, driver: None, _live: live }
     }
 
@@ -142,14 +158,15 @@ impl End {
     }
 
     /// The request side's failure, if any (invariant 5).
-    fn failure(&self) -> Option<Status> {
-        self.state.failure()
+    pub(crate) fn failure(&self) -> Option<Status> {
+        self.state.as_ref()?.failure()
     }
 
     /// Before the driver returns `Pending`: registers its waker for a failure of the request
     /// side, and returns the failure if one came meanwhile (invariant 5).
-    fn pending(&mut self, cx: &Context<'_>) -> Option<Status> {
-        if let Some(status) = self.state.failure() {
+    pub(crate) fn pending(&mut self, cx: &Context<'_>) -> Option<Status> {
+        let state = self.state.as_ref()?;
+        if let Some(status) = state.failure() {
             return Some(status);
         }
         if self.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -157,7 +174,7 @@ impl End {
             return None;
         }
         let waker = cx.waker().clone();
-        let mut failure = self.state.lock_failure();
+        let mut failure = state.lock_failure();
         failure.driver = Some(waker.clone());
         self.driver = Some(waker);
         failure.status.clone()
@@ -166,8 +183,8 @@ impl End {
 
 impl Drop for End {
     fn drop(&mut self) {
-        if !self.ended {
-            self.state.cancel();
+        if let (false, Some(state)) = (self.ended, &self.state) {
+            state.cancel();
         }
     }
 }
@@ -291,15 +308,19 @@ pub(crate) fn parse_timeout_header(headers: &http::HeaderMap) -> Option<Duration
 
 /// The deadline of a call, from its `grpc-timeout` header.
 pub(crate) fn deadline_of(headers: &http::HeaderMap) -> Option<Instant> {
+    // Most typed calls carry no metadata at all: skip parsing the header name.
+    if headers.is_empty() {
+        return None;
+    }
     let timeout = parse_timeout(headers.get("grpc-timeout")?)?;
     Instant::now().checked_add(timeout)
 }
 
-fn deadline_exceeded() -> Status {
+pub(crate) fn deadline_exceeded() -> Status {
     Status::deadline_exceeded("deadline exceeded (enforced by spindle-grpc)")
 }
 
-fn panicked(payload: &(dyn std::any::Any + Send)) -> Status {
+pub(crate) fn panicked(payload: &(dyn std::any::Any + Send)) -> Status {
     let what = payload
         .downcast_ref::<&str>()
         .copied()

@@ -108,6 +108,70 @@ pub(crate) fn respec_headers(headers: &mut HeaderMap) {
     }
 }
 
+/// tonic's default decoding limit (`max_decoding_message_size`, server and client): 4 MiB.
+pub(crate) const TONIC_MAX_DECODING: usize = 4 * 1024 * 1024;
+
+/// tonic's default encoding limit (`max_encoding_message_size`): none.
+pub(crate) const TONIC_MAX_ENCODING: usize = usize::MAX;
+
+/// The limits on a typed call's messages (module `typed`), each checked on a message's
+/// `encoded_len()` where the encoded path checks it, in the same order and with the same
+/// status: a request by the client's encoder, then the channel, then the server's decoder; a
+/// response by the server's encoder, then the channel, then the client's decoder (whose
+/// `OUT_OF_RANGE` the encoded path cannot rewrite either).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TypedLimits {
+    pub(crate) client_encoding: usize,
+    pub(crate) channel_request: usize,
+    pub(crate) server_decoding: usize,
+    pub(crate) server_encoding: usize,
+    pub(crate) channel_response: usize,
+    pub(crate) client_decoding: usize,
+}
+
+impl TypedLimits {
+    /// Checks a request message of `len` encoded bytes.
+    #[inline]
+    pub(crate) fn request(&self, len: usize) -> Result<(), Status> {
+        if len > self.client_encoding {
+            return Err(tonic_encoding(len, self.client_encoding));
+        }
+        if len > self.channel_request {
+            return Err(too_large(Direction::Request, len, self.channel_request));
+        }
+        if len > self.server_decoding {
+            return Err(respec(tonic_decoding(len, self.server_decoding)));
+        }
+        Ok(())
+    }
+
+    /// Checks a response message of `len` encoded bytes.
+    #[inline]
+    pub(crate) fn response(&self, len: usize) -> Result<(), Status> {
+        if len > self.server_encoding {
+            return Err(tonic_encoding(len, self.server_encoding));
+        }
+        if len > self.channel_response {
+            return Err(too_large(Direction::Response, len, self.channel_response));
+        }
+        if len > self.client_decoding {
+            // The client's own decoder: OUT_OF_RANGE, as on the encoded path (module doc).
+            return Err(tonic_decoding(len, self.client_decoding));
+        }
+        Ok(())
+    }
+}
+
+/// tonic's status for a message above an encoding limit, as the channel reports it.
+fn tonic_encoding(len: usize, limit: usize) -> Status {
+    respec(Status::out_of_range(format!("{TONIC_ENCODE_PREFIX}{len} bytes, the limit is: {limit} bytes")))
+}
+
+/// tonic's status for a message above a decoding limit (`OUT_OF_RANGE`).
+fn tonic_decoding(len: usize, limit: usize) -> Status {
+    Status::out_of_range(format!("{TONIC_DECODE_PREFIX}{len} bytes, the limit is: {limit} bytes"))
+}
+
 /// Follows the gRPC length prefixes through a body's data chunks (module doc).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scanner {
@@ -255,6 +319,30 @@ mod tests {
         assert_eq!(scan_cut(100, &frame(100), &[]), None);
         assert_eq!(scan_cut(0, &frame(0), &[]), None);
         assert_eq!(scan_cut(0, &frame(1), &[]), Some((0, TooLarge { at: 0, len: 1, limit: 0 })));
+    }
+
+    #[test]
+    fn typed_limits_in_the_encoded_order() {
+        let limits = TypedLimits {
+            client_encoding: 10,
+            channel_request: 20,
+            server_decoding: 30,
+            server_encoding: 10,
+            channel_response: 20,
+            client_decoding: 30,
+        };
+        assert!(limits.request(10).is_ok() && limits.response(10).is_ok());
+        let e = limits.request(11).unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted);
+        assert_eq!(e.message(), format!("{TONIC_ENCODE_PREFIX}11 bytes, the limit is: 10 bytes"));
+        let limits = TypedLimits { client_encoding: usize::MAX, server_encoding: usize::MAX, ..limits };
+        assert!(limits.request(21).unwrap_err().message().contains("max_request_message_size"));
+        assert!(limits.response(21).unwrap_err().message().contains("max_response_message_size"));
+        let limits = TypedLimits { channel_request: usize::MAX, channel_response: usize::MAX, ..limits };
+        let e = limits.request(31).unwrap_err();
+        assert_eq!((e.code(), e.message().starts_with(TONIC_DECODE_PREFIX)), (Code::ResourceExhausted, true));
+        let e = limits.response(31).unwrap_err();
+        assert_eq!((e.code(), e.message().starts_with(TONIC_DECODE_PREFIX)), (Code::OutOfRange, true));
     }
 
     #[test]

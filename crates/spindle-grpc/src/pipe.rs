@@ -200,7 +200,7 @@ impl ClientFuture {
     }
 }
 
-fn unavailable() -> Status {
+pub(crate) fn unavailable() -> Status {
     Status::unavailable("the spindle runtime running the handler shut down")
 }
 

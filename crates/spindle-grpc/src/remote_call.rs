@@ -199,7 +199,7 @@ pub(crate) struct CallParts {
     pub(crate) cancel: CancelOnDrop,
 }
 
-/// The response future of a call on a [`RemoteChannel`].
+/// The response future of a call on a [`RemoteChannel`](crate::RemoteChannel).
 #[must_use = "futures do nothing unless polled"]
 pub struct RemoteFuture {
     pub(crate) stage: Stage,
@@ -276,7 +276,7 @@ impl std::fmt::Debug for RemoteFuture {
     }
 }
 
-/// The response body of a call on a [`RemoteChannel`]: the server's message frames and
+/// The response body of a call on a [`RemoteChannel`](crate::RemoteChannel): the server's message frames and
 /// trailers, or a trailers frame with the status this side decided (deadline, lost
 /// connection).
 #[derive(Default)]

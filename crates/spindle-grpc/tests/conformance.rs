@@ -1,6 +1,8 @@
 //! The conformance suite, modelled on the gRPC interop cases, run with the same assertions on
-//! spindle-grpc's Channel (client in a fiber: `inproc`; client on a plain thread: `outside`)
-//! and on tonic's transport over loopback TCP (`tcp`).
+//! spindle-grpc's Channel (client in a fiber: `inproc`; client on a plain thread: `outside`),
+//! on its typed fast path (`typed`, `typed_outside`: the same with the service registered
+//! typed, messages moved and never encoded), over spindle-grpc's network transport (`net`,
+//! `net_outside`) and on tonic's transport over loopback TCP (`tcp`).
 //!
 //! Where tonic over TCP departs from the gRPC spec, the case says so and asserts each side's
 //! behaviour: `timeout_on_sleeping_server` (tonic's server reports an expired `grpc-timeout`
@@ -153,7 +155,7 @@ pub async fn cancel_after_begin<T: Transport>(env: Env<T>) {
     env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
     match env.kind {
         // The handler's future is dropped (it never sees a clean end of its input).
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_eq!(env.counters.dropped_early.load(SeqCst), 1)
         }
         // tonic over HTTP/2 ends the upload with END_STREAM when the call is dropped: the
@@ -196,7 +198,7 @@ pub async fn timeout_on_sleeping_server<T: Transport>(env: Env<T>) {
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
         // The gRPC spec: the deadline passed, DEADLINE_EXCEEDED.
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}")
         }
         // tonic's server reports its grpc-timeout as CANCELLED ("Timeout expired").
@@ -235,6 +237,12 @@ macro_rules! conformance {
         }
         mod outside {
             $( #[test] fn $case() { crate::common::run_outside(crate::$case); } )*
+        }
+        mod typed {
+            $( #[test] fn $case() { crate::common::run_typed(crate::$case); } )*
+        }
+        mod typed_outside {
+            $( #[test] fn $case() { crate::common::run_typed_outside(crate::$case); } )*
         }
         mod tcp {
             $( #[test] fn $case() { crate::common::run_tcp(crate::$case); } )*

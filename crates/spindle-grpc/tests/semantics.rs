@@ -1,7 +1,8 @@
 //! Semantics beyond the interop cases: panics, message size limits, interceptors on both
 //! sides, backpressure, cancellation seen by a handler's reader, a runtime shut down under a
 //! call, a channel without a runtime. Where a case makes sense over TCP it runs there too with
-//! the same assertions.
+//! the same assertions; every channel case also runs on the typed fast path (`_typed`,
+//! `_typed_outside`: the service registered typed), with the same assertions.
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use common::{Env, Kind, Transport};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
+use spindle_grpc_interop::pb::test_service_typed::TestServiceClient as TypedClient;
 use spindle_grpc_interop::pb::*;
 use spindle_grpc_interop::{payload, Counters, Server, SleepFn};
 use tonic::{Code, Request, Status};
@@ -56,6 +58,16 @@ fn panics_outside() {
 
 /// Over spindle-grpc's network server the same isolation holds: the panic is the call's, the
 /// server keeps serving.
+#[test]
+fn panics_typed() {
+    common::run_typed(panics);
+}
+
+#[test]
+fn panics_typed_outside() {
+    common::run_typed_outside(panics);
+}
+
 #[test]
 fn panics_net() {
     common::run_net(false, panics);
@@ -104,7 +116,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { payload: Some(payload(&env.counters, 5 * MIB)), ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "request", 4 * MIB)
         }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
@@ -115,7 +127,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     let request = SimpleRequest { response_size: 5 * MIB as i32, ..Default::default() };
     let err = env.client().unary_call(request).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "response", 4 * MIB)
         }
         Kind::Tcp => assert_limit(env.kind, &err, Code::OutOfRange, TONIC_DECODE_TEXT),
@@ -134,7 +146,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
     assert_eq!(stream.message().await.unwrap().unwrap().payload.unwrap().body.len(), 20);
     let err = stream.message().await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "response", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -152,7 +164,7 @@ async fn size_limits_by_default<T: Transport>(env: Env<T>) {
         .collect();
     let err = env.client().streaming_input_call(futures_util::stream::iter(requests)).await.unwrap_err();
     match env.kind {
-        Kind::Inproc | Kind::Outside | Kind::Net | Kind::NetOutside => {
+        Kind::Inproc | Kind::Outside | Kind::Typed | Kind::TypedOutside | Kind::Net | Kind::NetOutside => {
             assert_channel_limit(&err, "request", 4 * MIB);
             let counters = env.counters.clone();
             env.eventually("the handler was dropped", move || counters.live_handlers.load(SeqCst) == 0).await;
@@ -170,6 +182,16 @@ fn size_limits_by_default_inproc() {
 #[test]
 fn size_limits_by_default_outside() {
     common::run_outside(size_limits_by_default);
+}
+
+#[test]
+fn size_limits_by_default_typed() {
+    common::run_typed(size_limits_by_default);
+}
+
+#[test]
+fn size_limits_by_default_typed_outside() {
+    common::run_typed_outside(size_limits_by_default);
 }
 
 #[test]
@@ -236,6 +258,16 @@ fn tonic_size_limits_outside() {
 }
 
 #[test]
+fn tonic_size_limits_typed() {
+    common::run_typed_on(limited, |c| c, tonic_size_limits);
+}
+
+#[test]
+fn tonic_size_limits_typed_outside() {
+    common::run_typed_outside_on(limited, |c| c, tonic_size_limits);
+}
+
+#[test]
 fn tonic_size_limits_net() {
     common::run_net_on(false, limited, |c| c, tonic_size_limits);
 }
@@ -283,6 +315,16 @@ fn raised_size_limits_outside() {
 }
 
 #[test]
+fn raised_size_limits_typed() {
+    common::run_typed_on(raised, raise, raised_size_limits);
+}
+
+#[test]
+fn raised_size_limits_typed_outside() {
+    common::run_typed_outside_on(raised, raise, raised_size_limits);
+}
+
+#[test]
 fn raised_size_limits_tcp() {
     common::run_tcp_with(raised, raised_size_limits);
 }
@@ -316,6 +358,16 @@ fn lowered_channel_limits_inproc() {
 #[test]
 fn lowered_channel_limits_outside() {
     common::run_outside_on(common::service, lower, lowered_channel_limits);
+}
+
+#[test]
+fn lowered_channel_limits_typed() {
+    common::run_typed_on(common::service, lower, lowered_channel_limits);
+}
+
+#[test]
+fn lowered_channel_limits_typed_outside() {
+    common::run_typed_outside_on(common::service, lower, lowered_channel_limits);
 }
 
 /// A gRPC frame: compressed flag 0, big-endian length, the message.
@@ -498,6 +550,19 @@ fn intercepted(sleep: SleepFn) -> (Intercepted, Arc<Counters>) {
     (TestServiceServer::with_interceptor(server, check), counters)
 }
 
+type InterceptedTyped = spindle_grpc::typed::Intercepted<
+    TestServiceServer<Server>,
+    fn(Request<()>) -> Result<Request<()>, Status>,
+>;
+
+/// The same interceptor, keeping the typed path (tonic's `InterceptedService` hides it).
+fn intercepted_typed(sleep: SleepFn) -> (InterceptedTyped, Arc<Counters>) {
+    let server = Server::new(sleep);
+    let counters = server.counters.clone();
+    let check: fn(Request<()>) -> Result<Request<()>, Status> = check_token;
+    (spindle_grpc::typed::Intercepted::new(TestServiceServer::new(server), check), counters)
+}
+
 /// The same case for each concrete transport (a client interceptor's bounds on a generic
 /// transport are long to spell out).
 macro_rules! interceptors_case {
@@ -507,13 +572,13 @@ macro_rules! interceptors_case {
             assert_eq!(err.code(), Code::Unauthenticated);
             assert_eq!(env.counters.started.load(SeqCst), 0, "the server interceptor let the call through");
             let mut client =
-                TestServiceClient::with_interceptor(env.transport.clone(), |mut request: Request<()>| {
+                TypedClient::with_interceptor(env.transport.clone(), |mut request: Request<()>| {
                     request.metadata_mut().insert("authorization", "Bearer spindle".parse().unwrap());
                     Ok(request)
                 });
             client.empty_call(Empty {}).await.unwrap();
             // A client interceptor that refuses: the call never leaves the client.
-            let mut refusing = TestServiceClient::with_interceptor(env.transport.clone(), |_: Request<()>| {
+            let mut refusing = TypedClient::with_interceptor(env.transport.clone(), |_: Request<()>| {
                 Err(Status::permission_denied("refused by the client"))
             });
             assert_eq!(refusing.empty_call(Empty {}).await.unwrap_err().code(), Code::PermissionDenied);
@@ -534,6 +599,22 @@ fn interceptors_inproc() {
 #[test]
 fn interceptors_outside() {
     common::run_outside_with(intercepted, interceptors);
+}
+
+#[test]
+fn interceptors_typed() {
+    common::run_typed_on(intercepted_typed, |c| c, interceptors);
+}
+
+#[test]
+fn interceptors_typed_outside() {
+    common::run_typed_outside_on(intercepted_typed, |c| c, interceptors);
+}
+
+/// The typed server behind its interceptor also serves the encoded path (tonic's client).
+#[test]
+fn interceptors_typed_server_encoded_client() {
+    common::run_inproc_with(intercepted_typed, interceptors);
 }
 
 #[test]
@@ -570,6 +651,10 @@ async fn backpressure<T: Transport>(env: Env<T>) {
     let bound = match env.kind {
         // Pulled frame by frame: nothing but tonic's own batch.
         Kind::Inproc => tonic,
+        // Pulled message by message: the handler produces one when the client asks for one.
+        Kind::Typed => 1,
+        // The typed pump's pipe holds up to PIPE_FRAMES messages, plus the one in hand.
+        Kind::TypedOutside => spindle_grpc::PIPE_FRAMES as u64 + 1,
         // The pump's pipe holds up to PIPE_BYTES of frames, plus the frame in hand.
         Kind::Outside => tonic + spindle_grpc::PIPE_BYTES as u64 / 1024 + 33,
         Kind::Tcp | Kind::Net | Kind::NetOutside => unreachable!(),
@@ -588,6 +673,16 @@ fn backpressure_inproc() {
 #[test]
 fn backpressure_outside() {
     common::run_outside(backpressure);
+}
+
+#[test]
+fn backpressure_typed() {
+    common::run_typed(backpressure);
+}
+
+#[test]
+fn backpressure_typed_outside() {
+    common::run_typed_outside(backpressure);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,12 +1,19 @@
 //! Shared by the spindle-grpc tests: the transports each case runs on.
 //!
 //! - `inproc`: spindle-grpc's Channel, the client running in a fiber on a spindle worker (the
-//!   handler runs in the caller's call on that worker);
+//!   handler runs in the caller's call on that worker), the service registered with
+//!   `add_service`: the encoded path;
 //! - `outside`: the same Channel, the client on a plain thread (the handler runs in a pump task
 //!   on the channel's runtime);
+//! - `typed`, `typed_outside`: the same two with the service registered with
+//!   `add_typed_service`: the typed fast path (messages moved, never encoded);
 //! - `tcp`: tonic's own transport over loopback TCP (HTTP/2), client and server on tokio;
 //! - `net`: spindle-grpc's network server and client (`Server`, `RemoteChannel`) over loopback
 //!   TCP, the client in a fiber; `net_outside`: the same, the client on a plain thread.
+//!
+//! Every case uses the typed client that spindle-grpc-build generates
+//! (`pb::test_service_typed::TestServiceClient`): on the typed kinds it takes the fast path, on
+//! every other kind it hands each call to tonic's own generated client (the fallback).
 
 #![allow(dead_code)]
 
@@ -16,9 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
+use spindle_grpc::typed::TypedService;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
-use spindle_grpc_interop::pb::unimplemented_service_client::UnimplementedServiceClient;
+use spindle_grpc_interop::pb::test_service_typed::TestServiceClient;
+use spindle_grpc_interop::pb::unimplemented_service_typed::UnimplementedServiceClient;
 use spindle_grpc_interop::{Counters, EchoMetadata, Server, SleepFn};
 use tonic::client::GrpcService;
 use tonic::codegen::{Body as HttpBody, StdError};
@@ -54,6 +62,8 @@ impl<T> Transport for T where
 pub enum Kind {
     Inproc,
     Outside,
+    Typed,
+    TypedOutside,
     Tcp,
     Net,
     NetOutside,
@@ -64,6 +74,11 @@ impl Kind {
     /// the network), as opposed to tonic's transport.
     pub fn is_spindle(self) -> bool {
         self != Kind::Tcp
+    }
+
+    /// The transports on which the typed client takes the fast path.
+    pub fn is_typed(self) -> bool {
+        matches!(self, Kind::Typed | Kind::TypedOutside)
     }
 }
 
@@ -81,7 +96,9 @@ pub struct Env<T> {
 
 impl<T: Transport> Env<T> {
     pub fn client(&self) -> TestServiceClient<T> {
-        TestServiceClient::new(self.transport.clone())
+        let client = TestServiceClient::new(self.transport.clone());
+        assert_eq!(client.is_typed(), self.kind.is_typed(), "the typed client's path on {:?}", self.kind);
+        client
     }
 
     pub fn unimplemented_client(&self) -> UnimplementedServiceClient<T> {
@@ -186,12 +203,46 @@ pub fn run_inproc_on<S: Svc<B>, B: RespBody, F, Fut>(
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let (svc, counters) = make(spindle_sleep);
     let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_service(svc);
-    let env = Env {
-        kind: Kind::Inproc,
-        transport: channel.clone(),
-        counters: counters.clone(),
-        sleep: Arc::new(spindle_sleep),
-    };
+    in_fiber(rt, Kind::Inproc, channel, counters, case);
+}
+
+/// Runs `case` with the client in a fiber, on spindle-grpc's Channel with the service
+/// registered typed: the fast path.
+pub fn run_typed<F, Fut>(case: F)
+where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    run_typed_on(service, |channel| channel, case)
+}
+
+/// [`run_typed`] with the service made by `make`, on a channel set up by `configure`.
+pub fn run_typed_on<S: Svc<B> + TypedService, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    configure: impl FnOnce(spindle_grpc::Channel) -> spindle_grpc::Channel,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let (svc, counters) = make(spindle_sleep);
+    let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_typed_service(svc);
+    in_fiber(rt, Kind::Typed, channel, counters, case);
+}
+
+fn in_fiber<F, Fut>(
+    rt: spindle::Runtime,
+    kind: Kind,
+    channel: spindle_grpc::Channel,
+    counters: Arc<Counters>,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let env =
+        Env { kind, transport: channel.clone(), counters: counters.clone(), sleep: Arc::new(spindle_sleep) };
     rt.block_on(move || spindle::task::block_on(case(env)));
     assert_eq!(channel.live_calls(), 0, "calls left alive on the channel");
     check_no_leaks(&counters);
@@ -230,6 +281,44 @@ pub fn run_outside_on<S: Svc<B>, B: RespBody, F, Fut>(
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let (svc, counters) = make(spindle_sleep);
     let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_service(svc);
+    on_thread(&rt, Kind::Outside, channel, counters, case);
+}
+
+/// Runs `case` with the client on this (plain) thread, on spindle-grpc's Channel with the
+/// service registered typed: the fast path, pumped through the channel's runtime.
+pub fn run_typed_outside<F, Fut>(case: F)
+where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_typed_outside_on(service, |channel| channel, case)
+}
+
+/// [`run_typed_outside`] with the service made by `make`, on a channel set up by `configure`.
+pub fn run_typed_outside_on<S: Svc<B> + TypedService, B: RespBody, F, Fut>(
+    make: impl FnOnce(SleepFn) -> (S, Arc<Counters>),
+    configure: impl FnOnce(spindle_grpc::Channel) -> spindle_grpc::Channel,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    let (svc, counters) = make(spindle_sleep);
+    let channel = configure(spindle_grpc::Channel::new().with_handle(rt.handle())).add_typed_service(svc);
+    on_thread(&rt, Kind::TypedOutside, channel, counters, case);
+}
+
+fn on_thread<F, Fut>(
+    rt: &spindle::Runtime,
+    kind: Kind,
+    channel: spindle_grpc::Channel,
+    counters: Arc<Counters>,
+    case: F,
+) where
+    F: FnOnce(Env<spindle_grpc::Channel>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let handle = rt.handle();
     let sleep = Arc::new(move |d: Duration| -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let task = handle.spawn_async(spindle::time::sleep_future(d));
@@ -237,7 +326,7 @@ pub fn run_outside_on<S: Svc<B>, B: RespBody, F, Fut>(
             task.await.unwrap();
         })
     });
-    let env = Env { kind: Kind::Outside, transport: channel.clone(), counters: counters.clone(), sleep };
+    let env = Env { kind, transport: channel.clone(), counters: counters.clone(), sleep };
     spindle::task::block_on(case(env));
     // The pump tasks finish on the runtime's workers, just after the client saw the end.
     for _ in 0..10_000 {

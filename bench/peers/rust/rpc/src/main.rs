@@ -2,7 +2,7 @@
 //! served by tonic and called by tonic's generated client over one of several transports.
 //!
 //! ```text
-//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp
+//! rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp|spindle-grpc-typed
 //!          [--runtime current|multi] [--workers N] [--quick] [--case NAME]
 //! ```
 //!
@@ -18,14 +18,18 @@
 //! * `spindle-grpc-mt`: the same on a runtime with a worker per core (like Go's default
 //!   GOMAXPROCS); the concurrent callers, spawned as tasks, spread over the workers by work
 //!   stealing, and each call runs its handler on its caller's worker.
+//! * `spindle-grpc-typed`: spindle-grpc's typed fast path: `BenchServer<Echo>` registered with
+//!   `add_typed_service` and the typed client that spindle-grpc-build generates beside tonic's
+//!   (`pb::bench_typed::BenchClient`) on the same one-worker runtime: the client's messages are
+//!   moved into the handler and back, never encoded.
 //! * `spindle-grpc-tcp`: spindle-grpc's network `Server` on `127.0.0.1:0` and a
 //!   `RemoteChannel` over loopback (HTTP/2 by hyper on spindle sockets, one connection), on a
 //!   one-worker spindle runtime that runs server, client and callers (the single-core
 //!   comparable of tonic-tcp on current_thread); `--workers N` gives it N workers.
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
-//! client's transport ([`Transport`]) and over the async runtime that spawns the concurrent
-//! callers ([`Spawn`]). Adding a competitor (spindle-grpc) is a function that builds its
+//! client ([`Api`]: tonic's generated client on any [`Transport`], or the typed client) and
+//! over the async runtime that spawns the concurrent callers ([`Spawn`]). Adding a competitor (spindle-grpc) is a function that builds its
 //! `BenchClient`, a `Spawn` impl if it runs on another runtime than tokio, and one match arm
 //! in [`main`]; see [`Transport`] for the recipe.
 //!
@@ -53,6 +57,7 @@ pub mod pb {
 
 use pb::bench_client::BenchClient;
 use pb::bench_server::{Bench, BenchServer};
+use pb::bench_typed::BenchClient as TypedBenchClient;
 use pb::{Payload, StreamRequest};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -201,6 +206,86 @@ impl<T> Transport for T where
 {
 }
 
+/// The calls [`run_suite`] makes: tonic's generated client on any [`Transport`], or the typed
+/// client that spindle-grpc-build generates beside it (whose streams are spindle-grpc's
+/// `typed::Streaming`). Each method is the client's own, called as it is.
+trait Api: Clone + Send + Sync + 'static {
+    type Responses: Responses;
+
+    fn unary(&mut self, request: Payload) -> impl Future<Output = Result<Response<Payload>, Status>> + Send;
+
+    fn server_stream(
+        &mut self,
+        request: StreamRequest,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send;
+
+    fn bidi(
+        &mut self,
+        requests: tokio_stream::wrappers::ReceiverStream<Payload>,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send;
+}
+
+/// A response stream's `message()`.
+trait Responses: Send + 'static {
+    fn message(&mut self) -> impl Future<Output = Result<Option<Payload>, Status>> + Send;
+}
+
+impl Responses for tonic::Streaming<Payload> {
+    fn message(&mut self) -> impl Future<Output = Result<Option<Payload>, Status>> + Send {
+        tonic::Streaming::message(self)
+    }
+}
+
+impl Responses for spindle_grpc::typed::Streaming<Payload> {
+    fn message(&mut self) -> impl Future<Output = Result<Option<Payload>, Status>> + Send {
+        spindle_grpc::typed::Streaming::message(self)
+    }
+}
+
+impl<T: Transport> Api for BenchClient<T> {
+    type Responses = tonic::Streaming<Payload>;
+
+    fn unary(&mut self, request: Payload) -> impl Future<Output = Result<Response<Payload>, Status>> + Send {
+        BenchClient::unary(self, request)
+    }
+
+    fn server_stream(
+        &mut self,
+        request: StreamRequest,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send {
+        BenchClient::server_stream(self, request)
+    }
+
+    fn bidi(
+        &mut self,
+        requests: tokio_stream::wrappers::ReceiverStream<Payload>,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send {
+        BenchClient::bidi(self, requests)
+    }
+}
+
+impl Api for TypedBenchClient<spindle_grpc::Channel> {
+    type Responses = spindle_grpc::typed::Streaming<Payload>;
+
+    fn unary(&mut self, request: Payload) -> impl Future<Output = Result<Response<Payload>, Status>> + Send {
+        TypedBenchClient::unary(self, request)
+    }
+
+    fn server_stream(
+        &mut self,
+        request: StreamRequest,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send {
+        TypedBenchClient::server_stream(self, request)
+    }
+
+    fn bidi(
+        &mut self,
+        requests: tokio_stream::wrappers::ReceiverStream<Payload>,
+    ) -> impl Future<Output = Result<Response<Self::Responses>, Status>> + Send {
+        TypedBenchClient::bidi(self, requests)
+    }
+}
+
 /// What [`run_suite`] needs of the async runtime: spawning the concurrent callers as tasks
 /// (so that the runtime can interleave them) and awaiting their results. Everything else the
 /// suite uses (tokio's mpsc and Mutex, tokio-stream) works on any executor.
@@ -260,6 +345,18 @@ fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
     BenchClient::new(
         spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)),
     )
+}
+
+/// spindle-grpc-typed: the typed client on spindle-grpc's in-process Channel with
+/// `BenchServer<Echo>` registered typed: messages moved, never encoded.
+fn spindle_grpc_typed(rt: &spindle::Runtime) -> Result<TypedBenchClient<spindle_grpc::Channel>> {
+    let channel =
+        spindle_grpc::Channel::new().with_handle(rt.handle()).add_typed_service(BenchServer::new(Echo));
+    let client = TypedBenchClient::new(channel);
+    if !client.is_typed() {
+        return Err("the typed client found no typed route".into());
+    }
+    Ok(client)
 }
 
 /// spindle-grpc-tcp: spindle-grpc's network server on 127.0.0.1:0 (TCP_NODELAY) and a
@@ -406,7 +503,7 @@ fn payload(size: usize) -> Bytes {
 }
 
 /// `count` unary echoes of `data` in a row.
-async fn unary_loop<T: Transport>(mut client: BenchClient<T>, data: Bytes, count: u64) -> Result<()> {
+async fn unary_loop<C: Api>(mut client: C, data: Bytes, count: u64) -> Result<()> {
     for _ in 0..count {
         let resp = client.unary(Payload { data: data.clone() }).await?.into_inner();
         if resp.data.len() != data.len() {
@@ -417,13 +514,7 @@ async fn unary_loop<T: Transport>(mut client: BenchClient<T>, data: Bytes, count
 }
 
 /// `n` unary echoes in all, by `g` concurrent tasks (g == 1: in the calling task).
-async fn unary_calls<S: Spawn, T: Transport>(
-    rt: S,
-    client: &BenchClient<T>,
-    data: &Bytes,
-    n: u64,
-    g: u64,
-) -> Result<()> {
+async fn unary_calls<S: Spawn, C: Api>(rt: S, client: &C, data: &Bytes, n: u64, g: u64) -> Result<()> {
     if g == 1 {
         return unary_loop(client.clone(), data.clone(), n).await;
     }
@@ -439,12 +530,7 @@ async fn unary_calls<S: Spawn, T: Transport>(
     Ok(())
 }
 
-async fn server_stream_calls<T: Transport>(
-    client: &BenchClient<T>,
-    n: u64,
-    count: u32,
-    size: u32,
-) -> Result<()> {
+async fn server_stream_calls<C: Api>(client: &C, n: u64, count: u32, size: u32) -> Result<()> {
     let mut client = client.clone();
     for _ in 0..n {
         let mut stream = client.server_stream(StreamRequest { count, size }).await?.into_inner();
@@ -462,7 +548,7 @@ async fn server_stream_calls<T: Transport>(
     Ok(())
 }
 
-async fn bidi_echo<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>) -> Result<()> {
+async fn bidi_echo<C: Api>(cfg: Config, out: &Out, client: &C) -> Result<()> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Payload>(1);
     let responses = client.clone().bidi(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
     let data = payload(32);
@@ -492,12 +578,7 @@ async fn bidi_echo<T: Transport>(cfg: Config, out: &Out, client: &BenchClient<T>
     }
 }
 
-async fn latency<S: Spawn, T: Transport>(
-    rt: S,
-    cfg: Config,
-    out: &Out,
-    client: &BenchClient<T>,
-) -> Result<()> {
+async fn latency<S: Spawn, C: Api>(rt: S, cfg: Config, out: &Out, client: &C) -> Result<()> {
     let (tasks, calls) = (cfg.lat_tasks, cfg.lat_calls);
     let data = payload(32);
     let warm = (tasks * calls / 10 + tasks) as u64;
@@ -532,12 +613,7 @@ async fn latency<S: Spawn, T: Transport>(
 }
 
 /// The whole suite, on any transport, with its concurrent callers spawned by `rt`.
-async fn run_suite<S: Spawn, T: Transport>(
-    rt: S,
-    client: BenchClient<T>,
-    cfg: Config,
-    out: &Out,
-) -> Result<()> {
+async fn run_suite<S: Spawn, C: Api>(rt: S, client: C, cfg: Config, out: &Out) -> Result<()> {
     for (case, size) in [
         ("unary_32", 32),
         ("unary_64", 64),
@@ -573,7 +649,7 @@ async fn run_suite<S: Spawn, T: Transport>(
 // ---------------------------------------------------------------------------------------
 
 const USAGE: &str =
-    "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp \
+    "usage: rpc-peer --competitor tonic-direct|tonic-duplex|tonic-tcp|spindle-grpc|spindle-grpc-mt|spindle-grpc-tcp|spindle-grpc-typed \
                      [--runtime current|multi] [--workers N] [--quick] [--case NAME]";
 
 const CASES: &[&str] = &[
@@ -650,7 +726,7 @@ fn main() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = match competitor.as_str() {
-        "spindle-grpc" | "spindle-grpc-tcp" => workers.unwrap_or(1),
+        "spindle-grpc" | "spindle-grpc-tcp" | "spindle-grpc-typed" => workers.unwrap_or(1),
         "spindle-grpc-mt" => workers.unwrap_or(cores),
         _ if workers.is_some() => {
             eprintln!("--workers applies to the spindle-grpc competitors only\n{USAGE}");
@@ -674,6 +750,11 @@ fn main() {
         "spindle-grpc" | "spindle-grpc-mt" => (|| {
             let rt = spindle::Builder::new().worker_threads(workers).build()?;
             let client = spindle_grpc(&rt);
+            on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
+        })(),
+        "spindle-grpc-typed" => (|| {
+            let rt = spindle::Builder::new().worker_threads(workers).build()?;
+            let client = spindle_grpc_typed(&rt)?;
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),
         "spindle-grpc-tcp" => (|| {
