@@ -2,16 +2,16 @@
 //!
 //! Rules every child of the harness follows:
 //!
-//! 1. It runs in a process group of its own (`process_group(0)`), so the group id is the child's
-//!    pid and a signal to the group reaches every process it started (a shell script's
-//!    children, a server's workers).
-//! 2. Its stdin is `/dev/null`; stdout and stderr are drained by one thread each, so a chatty
-//!    child never blocks on a full pipe.
-//! 3. On timeout the whole group gets SIGKILL. When the child ends by itself the group still
-//!    gets SIGKILL, to reap anything it left running in the background; a benchmark must not
-//!    leave load behind for the next competitor.
-//! 4. Output readers are joined with a deadline: a grandchild that escaped the group (setsid)
-//!    and keeps a pipe open cannot hang the harness.
+//! - **Its own process group.** It runs in a process group of its own (`process_group(0)`), so the group id is the child's
+//!   pid and a signal to the group reaches every process it started (a shell script's
+//!   children, a server's workers).
+//! - **Drained output.** Its stdin is `/dev/null`; stdout and stderr are drained by one thread each, so a chatty
+//!   child never blocks on a full pipe.
+//! - **No load left behind.** On timeout the whole group gets SIGKILL. When the child ends by itself the group still
+//!   gets SIGKILL, to reap anything it left running in the background; a benchmark must not
+//!   leave load behind for the next competitor.
+//! - **No hang on a leaked pipe.** Output readers are joined with a deadline: a grandchild that escaped the group (setsid)
+//!   and keeps a pipe open cannot hang the harness.
 
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -123,7 +123,7 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<String> {
 }
 
 impl Running {
-    /// Spawns `cmd` under rules 1 and 2.
+    /// Spawns `cmd` under "its own process group" and "drained output".
     pub fn spawn(cmd: &mut Command) -> io::Result<Running> {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         let mut child = cmd.spawn()?;

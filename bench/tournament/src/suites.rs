@@ -6,12 +6,12 @@
 //!
 //! Ground rules:
 //!
-//! 1. A metric whose name ends in `_per_s` is "higher is better" (throughput); every other
-//!    metric (times, bytes, allocations, CPU per request, latency percentiles) is "lower is
-//!    better". Metrics not in the schema follow the same rule.
-//! 2. A ratio of spindle against a peer is always phrased so that `> 1×` means spindle is
-//!    ahead: for lower-is-better metrics it is `peer / spindle`, for higher-is-better ones
-//!    `spindle / peer` (see [`advantage`]).
+//! - **Direction by name.** A metric whose name ends in `_per_s` is "higher is better"
+//!   (throughput); every other metric (times, bytes, allocations, CPU per request, latency
+//!   percentiles) is "lower is better". Metrics not in the schema follow the same rule.
+//! - **Above one means ahead.** A ratio of spindle against a peer is always phrased so that
+//!   `> 1×` means spindle is ahead: for lower-is-better metrics it is `peer / spindle`, for
+//!   higher-is-better ones `spindle / peer` (see [`advantage`]).
 
 use std::fmt;
 
@@ -300,7 +300,7 @@ pub fn default_unit(metric: &str) -> &'static str {
     }
 }
 
-/// Which direction of `metric` is better (ground rule 1).
+/// Which direction of `metric` is better ("direction by name").
 pub fn better(metric: &str) -> Better {
     if metric.ends_with("_per_s") {
         Better::Higher

@@ -4,28 +4,28 @@
 //!
 //! # Invariants
 //!
-//! 1. The handler lives inside the client's future (then inside its body): dropping either on
-//!    the client side drops the handler. That is how client cancellation reaches a handler.
-//! 2. A call ends with exactly one status for the client: the handler's (trailers, or a
-//!    trailers-only response), or the channel's (`DEADLINE_EXCEEDED` when the deadline timer
-//!    fires first, `INTERNAL` when the handler panics). Once the channel has decided a status,
-//!    the handler is dropped and never polled again.
-//! 3. [`CallState::cancelled`] is set only when the client side is dropped before the call
-//!    ended; then the request body, if the handler still holds it (say in a task it
-//!    spawned), fails with `CANCELLED` instead of ending like a finished upload.
-//! 4. The deadline timer is a spindle timer of the worker that polls the call; the call is
-//!    only ever polled on a spindle worker (the caller's, or a pump task's: module `pipe`).
-//! 5. **The request side failing ends the call.** A request message above the channel's limit
-//!    (module `limit`), or the client's request body failing (tonic's client reports its
-//!    encoding errors, its `max_encoding_message_size` among them, that way), is recorded once
-//!    in [`CallState`] by the [`RequestBody`], which from then on gives the handler nothing:
-//!    its poll is `Pending` (the handler never sees the oversized message, a truncated stream
-//!    or a clean end). Whoever drives the call (polls the handler: the client's future and
-//!    body, or a pump) checks for the failure after every poll of the handler and before every
-//!    poll of its body, and ends the call with it as in invariant 2. The driver's waker is
-//!    registered in [`CallState`] whenever the handler is pending, so a request body read
-//!    elsewhere (a task the handler spawned) wakes the driver when it fails; that reader is
-//!    woken too, and its next poll fails with the same status.
+//! - **The handler lives in the client's future.** It lives inside the client's future (then inside its body): dropping either on
+//!   the client side drops the handler. That is how client cancellation reaches a handler.
+//! - **One status per call.** A call ends with exactly one status for the client: the handler's (trailers, or a
+//!   trailers-only response), or the channel's (`DEADLINE_EXCEEDED` when the deadline timer
+//!   fires first, `INTERNAL` when the handler panics). Once the channel has decided a status,
+//!   the handler is dropped and never polled again.
+//! - **Cancelled means the client left.** [`CallState::cancelled`] is set only when the client side is dropped before the call
+//!   ended; then the request body, if the handler still holds it (say in a task it
+//!   spawned), fails with `CANCELLED` instead of ending like a finished upload.
+//! - **Deadlines on the polling worker.** The deadline timer is a spindle timer of the worker that polls the call; the call is
+//!   only ever polled on a spindle worker (the caller's, or a pump task's: module `pipe`).
+//! - **The request side failing ends the call.** A request message above the channel's limit
+//!   (module `limit`), or the client's request body failing (tonic's client reports its
+//!   encoding errors, its `max_encoding_message_size` among them, that way), is recorded once
+//!   in [`CallState`] by the [`RequestBody`], which from then on gives the handler nothing:
+//!   its poll is `Pending` (the handler never sees the oversized message, a truncated stream
+//!   or a clean end). Whoever drives the call (polls the handler: the client's future and
+//!   body, or a pump) checks for the failure after every poll of the handler and before every
+//!   poll of its body, and ends the call with it ("one status per call"). The driver's waker is
+//!   registered in [`CallState`] whenever the handler is pending, so a request body read
+//!   elsewhere (a task the handler spawned) wakes the driver when it fails; that reader is
+//!   woken too, and its next poll fails with the same status.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,12 +54,12 @@ pub(crate) struct CallState {
     cancelled: AtomicBool,
     /// The waker of the request body's reader, while it waits for the client's next message.
     reader: Mutex<Option<Waker>>,
-    /// Set (under the `failure` lock) once `failure` holds a status (invariant 5).
+    /// Set (under the `failure` lock) once `failure` holds a status ("the request side failing ends the call").
     failed: AtomicBool,
     failure: Mutex<Failure>,
 }
 
-/// The request side's failure and the waker of the call's driver (invariant 5).
+/// The request side's failure and the waker of the call's driver ("the request side failing ends the call").
 #[derive(Debug, Default)]
 struct Failure {
     status: Option<Status>,
@@ -67,7 +67,7 @@ struct Failure {
 }
 
 impl CallState {
-    /// Whether the client side was dropped before the call ended (invariant 3).
+    /// Whether the client side was dropped before the call ended ("cancelled means the client left").
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)
     }
@@ -131,7 +131,7 @@ impl Drop for LiveCall {
 }
 
 /// Held with the handler (in the client's future, then body; or in the pump task) by whoever
-/// drives the call. Dropped before [`End::set_ended`], it cancels the call (invariant 3).
+/// drives the call. Dropped before [`End::set_ended`], it cancels the call ("cancelled means the client left").
 #[derive(Debug)]
 pub(crate) struct End {
     /// `None` for a typed call without a request stream: nothing reads the request, so there
@@ -157,13 +157,13 @@ impl End {
         self.ended = true;
     }
 
-    /// The request side's failure, if any (invariant 5).
+    /// The request side's failure, if any ("the request side failing ends the call").
     pub(crate) fn failure(&self) -> Option<Status> {
         self.state.as_ref()?.failure()
     }
 
     /// Before the driver returns `Pending`: registers its waker for a failure of the request
-    /// side, and returns the failure if one came meanwhile (invariant 5).
+    /// side, and returns the failure if one came meanwhile ("the request side failing ends the call").
     pub(crate) fn pending(&mut self, cx: &Context<'_>) -> Option<Status> {
         let state = self.state.as_ref()?;
         if let Some(status) = state.failure() {
@@ -190,8 +190,8 @@ impl Drop for End {
 }
 
 /// The request body as the handler sees it: the client's body, failing with `CANCELLED` once
-/// the client has gone (invariant 3), giving nothing more once the request side has failed
-/// (invariant 5).
+/// the client has gone ("cancelled means the client left"), giving nothing more once the request side has failed
+/// ("the request side failing ends the call").
 pub(crate) struct RequestBody {
     inner: Body,
     state: Arc<CallState>,
@@ -206,7 +206,7 @@ impl RequestBody {
         RequestBody { inner, state, scanner: Scanner::new(limit), failure: None }
     }
 
-    /// Records `status` as the request side's failure (invariant 5): wakes the driver, and
+    /// Records `status` as the request side's failure ("the request side failing ends the call"): wakes the driver, and
     /// this body's reader, whose next poll fails with it.
     fn report(&mut self, status: Status, cx: &Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.state.fail(status.clone());
@@ -365,7 +365,7 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
-    /// Polls the handler to its response head; see invariants 2 and 5.
+    /// Polls the handler to its response head; see "one status per call" and "the request side failing ends the call".
     pub(crate) fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<http::Response<ResponseBody>> {
         let Some(handler) = self.handler.as_mut() else {
             panic!("spindle-grpc ResponseFuture polled after completion");
@@ -405,7 +405,7 @@ impl Direct {
     }
 
     fn fail(&mut self, status: Status) -> http::Response<ResponseBody> {
-        self.handler = None; // drop the handler first (invariant 2)
+        self.handler = None; // drop the handler first ("one status per call")
         self.deadline = None;
         if let Some(mut end) = self.end.take() {
             end.set_ended();
@@ -478,7 +478,7 @@ impl DirectBody {
         }
     }
 
-    /// Ends the call with `status` (invariant 2).
+    /// Ends the call with `status` ("one status per call").
     fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.finish();
         Poll::Ready(Some(Ok(status_trailers(status))))
@@ -489,7 +489,7 @@ impl DirectBody {
             return Poll::Ready(Some(Ok(status_trailers(&status))));
         }
         let Some(body) = self.body.as_mut() else { return Poll::Ready(None) };
-        // The request side failed in the handler's last poll (invariant 5).
+        // The request side failed in the handler's last poll ("the request side failing ends the call").
         if let Some(status) = self.end.as_ref().and_then(End::failure) {
             return self.fail(&status);
         }

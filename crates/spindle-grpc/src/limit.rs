@@ -11,17 +11,17 @@
 //! split them: a message may span chunks, a chunk may hold several messages, and a prefix may
 //! itself be split across chunks. It reads five bytes per message and skips the rest.
 //!
-//! # Ground rules
+//! # Invariants
 //!
-//! 1. A message above the limit never crosses: the chunk carrying its prefix is cut before the
-//!    prefix (the messages before it in that chunk do cross: none is lost), and the call ends
-//!    with `RESOURCE_EXHAUSTED`, naming the size, the limit and the setting that raises it.
-//! 2. Whoever reads the other side never sees the oversized message nor a clean end: the
-//!    handler reading an oversized *request* gets no more frames (its request body stays
-//!    pending until the call, failed by the channel, drops it; module `call`); the client
-//!    reading an oversized *response* gets the failing status as trailers instead.
-//! 3. A scanner that found one message too large is finished: the call fails, nothing more is
-//!    scanned.
+//! - **An oversized message never crosses.** the chunk carrying its prefix is cut before the
+//!   prefix (the messages before it in that chunk do cross: none is lost), and the call ends
+//!   with `RESOURCE_EXHAUSTED`, naming the size, the limit and the setting that raises it.
+//! - **No oversized message, no clean end.** Whoever reads the other side never sees the oversized message nor a clean end: the
+//!   handler reading an oversized *request* gets no more frames (its request body stays
+//!   pending until the call, failed by the channel, drops it; module `call`); the client
+//!   reading an oversized *response* gets the failing status as trailers instead.
+//! - **A failed scanner is finished.** A scanner that found one message too large is finished: the call fails, nothing more is
+//!   scanned.
 //!
 //! # tonic's limits
 //!
@@ -54,7 +54,7 @@ pub(crate) enum Direction {
     Response,
 }
 
-/// The status of a message of `len` bytes above the channel's `limit` (ground rule 1).
+/// The status of a message of `len` bytes above the channel's `limit` ("an oversized message never crosses").
 pub(crate) fn too_large(direction: Direction, len: usize, limit: usize) -> Status {
     let (what, setting) = match direction {
         Direction::Request => ("request", "max_request_message_size"),
@@ -202,7 +202,7 @@ impl Scanner {
     }
 
     /// Scans the next data chunk of the body. Returns the first message above the limit, after
-    /// which the scanner is finished (ground rule 3).
+    /// which the scanner is finished ("a failed scanner is finished").
     #[inline]
     pub(crate) fn scan(&mut self, chunk: &[u8]) -> Option<TooLarge> {
         if self.limit == usize::MAX {

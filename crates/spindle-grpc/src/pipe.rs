@@ -7,18 +7,18 @@
 //!
 //! # Invariants
 //!
-//! 1. All pipe state is behind one mutex, held for a few instructions (no waker is woken and
-//!    no body is polled under it).
-//! 2. Backpressure: the pump polls the handler's body only while the pipe holds fewer than
-//!    [`CAPACITY`] frames and fewer than [`BYTES`] bytes, so a slow reader bounds the
-//!    handler's output to that plus the one frame being produced.
-//! 3. Either side going away is seen by the other: the client dropping its future or body
-//!    sets `client_gone` and wakes the pump, which drops the handler (cancelling the call);
-//!    the pump dropped before it finished (runtime shut down) sets `server_gone` and wakes
-//!    the client, which ends the call with `UNAVAILABLE` instead of waiting forever.
-//! 4. A call ends with exactly one status for the client: the frames the pump forwarded end
-//!    with the handler's trailers (or the channel's status from `call`), or `server_gone`
-//!    yields `UNAVAILABLE` once.
+//! - **One short lock.** All pipe state is behind one mutex, held for a few instructions (no waker is woken and
+//!   no body is polled under it).
+//! - **Backpressure.** The pump polls the handler's body only while the pipe holds fewer than
+//!   [`CAPACITY`] frames and fewer than [`BYTES`] bytes, so a slow reader bounds the
+//!   handler's output to that plus the one frame being produced.
+//! - **Either side leaving is seen.** Either side going away is seen by the other: the client dropping its future or body
+//!   sets `client_gone` and wakes the pump, which drops the handler (cancelling the call);
+//!   the pump dropped before it finished (runtime shut down) sets `server_gone` and wakes
+//!   the client, which ends the call with `UNAVAILABLE` instead of waiting forever.
+//! - **One status per call.** A call ends with exactly one status for the client: the frames the pump forwarded end
+//!   with the handler's trailers (or the channel's status from `call`), or `server_gone`
+//!   yields `UNAVAILABLE` once.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -242,7 +242,7 @@ impl ClientBody {
             if let Some(data) = frame.data_ref() {
                 st.bytes -= data.len();
             }
-            // The pump may be waiting for room (invariant 2).
+            // The pump may be waiting for room ("backpressure").
             let server = if was_full { st.server_waker.take() } else { None };
             let last = frame.is_trailers();
             drop(st);

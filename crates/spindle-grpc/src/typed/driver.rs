@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //!
-//! - **One status, then nothing** (module `call`'s invariant 2): a status decided by the
+//! - **One status, then nothing** (module `call`'s "one status per call"): a status decided by the
 //!   channel (the deadline fired, the handler panicked, the request side failed) or the
 //!   handler's own error ends the call: the handler is dropped first, then the end guard is
 //!   marked ended, so a finished call is never reported as cancelled.
@@ -11,7 +11,7 @@
 //!   caller's, or a pump task's: module `pump`); the deadline is a spindle timer of that
 //!   worker, polled whenever the handler is pending.
 //! - **The request side's failure is seen after every poll of the handler** and, while the
-//!   handler is pending, the driver's waker is registered for it (module `call`'s invariant 5).
+//!   handler is pending, the driver's waker is registered for it (module `call`'s "the request side failing ends the call").
 //! - **Panics stay in the call**: every call into the handler (its head, its stream, its
 //!   trailers hook) runs under `catch_unwind`; a panic ends the call with `INTERNAL`.
 

@@ -30,7 +30,7 @@
 //!   response stream (or by the pump task that stands for them): dropping either drops the
 //!   handler at once. A request stream the handler still reads elsewhere then fails with
 //!   `CANCELLED` (module `upload`).
-//! - **One status per call**, decided as on the encoded path (module `call`'s invariant 2): the
+//! - **One status per call**, decided as on the encoded path (module `call`'s "one status per call"): the
 //!   handler's, or the channel's (`DEADLINE_EXCEEDED`, `INTERNAL` for a panic,
 //!   `RESOURCE_EXHAUSTED` for a message above a limit); once the channel decides, the handler
 //!   is dropped and never polled again.

@@ -8,16 +8,16 @@
 //!
 //! # Invariants
 //!
-//! 1. All pipe state is behind one mutex, held for a few instructions (no waker is woken and
-//!    no handler is polled under it).
-//! 2. Backpressure: the pump polls the handler's stream only while the pipe holds fewer than
-//!    [`CAPACITY`] messages and fewer than [`BYTES`] encoded bytes.
-//! 3. Either side going away is seen by the other: the client dropping its future or stream
-//!    sets `client_gone` and wakes the pump, which drops the handler (cancelling the call);
-//!    the pump dropped before it finished (the runtime shut down) sets `server_gone` and wakes
-//!    the client, which ends the call with `UNAVAILABLE`.
-//! 4. One status per call: the pump's last delivery (the unary result, a stream's error or
-//!    its trailers) sets `done`; or `server_gone` yields `UNAVAILABLE` once.
+//! - **One short lock.** All pipe state is behind one mutex, held for a few instructions (no waker is woken and
+//!   no handler is polled under it).
+//! - **Backpressure.** The pump polls the handler's stream only while the pipe holds fewer than
+//!   [`CAPACITY`] messages and fewer than [`BYTES`] encoded bytes.
+//! - **Either side leaving is seen.** Either side going away is seen by the other: the client dropping its future or stream
+//!   sets `client_gone` and wakes the pump, which drops the handler (cancelling the call);
+//!   the pump dropped before it finished (the runtime shut down) sets `server_gone` and wakes
+//!   the client, which ends the call with `UNAVAILABLE`.
+//! - **One status per call.** the pump's last delivery (the unary result, a stream's error or
+//!   its trailers) sets `done`; or `server_gone` yields `UNAVAILABLE` once.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -80,7 +80,7 @@ impl<R> Pipe<R> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Changes the state under the lock, then wakes the client (invariant 1).
+    /// Changes the state under the lock, then wakes the client ("one short lock").
     fn deliver(&self, change: impl FnOnce(&mut State<R>)) {
         let client = {
             let mut st = self.lock();
@@ -229,7 +229,7 @@ impl<X: Send + 'static, R: Message + 'static> Future for Pump<X, R> {
 }
 
 impl<X, R> Pump<X, R> {
-    /// The last delivery (invariant 4).
+    /// The last delivery ("one status per call").
     fn finish(&mut self, change: impl FnOnce(&mut State<R>)) -> Poll<()> {
         self.stage = Stage::Done;
         self.finished = true;
@@ -247,12 +247,12 @@ impl<X, R> Drop for Pump<X, R> {
             return;
         }
         // Dropped before it finished: the runtime shut down, or the pump's poll panicked
-        // (invariant 3).
+        // ("either side leaving is seen").
         self.pipe.deliver(|st| st.server_gone = true);
     }
 }
 
-/// The client's hold on the pipe: dropped, it tells the pump (invariant 3).
+/// The client's hold on the pipe: dropped, it tells the pump ("either side leaving is seen").
 struct ClientEnd<R> {
     pipe: Arc<Pipe<R>>,
     _live: LiveCall,
@@ -333,7 +333,7 @@ impl<R: Message + 'static> StreamClient<R> {
         if let Some(item) = st.items.pop_front() {
             let was_full = st.items.len() + 1 >= CAPACITY || st.bytes >= BYTES;
             st.bytes -= item.as_ref().map_or(0, Message::encoded_len);
-            // The pump may be waiting for room (invariant 2).
+            // The pump may be waiting for room ("backpressure").
             let server = if was_full { st.server_waker.take() } else { None };
             drop(st);
             wake(server);

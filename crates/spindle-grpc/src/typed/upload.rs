@@ -15,7 +15,7 @@
 //!   before it polls the body again; so the slot holds at most one item and never loses one.
 //! - **Pulled.** The client's stream is polled only when the handler reads: a slow handler
 //!   bounds the client's writer (backpressure), nothing is buffered.
-//! - **A message above a limit never reaches the handler** (module `call`'s invariant 5): it
+//! - **A message above a limit never reaches the handler** (module `call`'s "the request side failing ends the call"): it
 //!   is recorded as the call's failure, which wakes the call's driver, and the body stays
 //!   pending; a reader polling again gets the status as an error, never a clean end.
 //! - **A cancelled upload fails.** Once the client side is dropped before the call ended

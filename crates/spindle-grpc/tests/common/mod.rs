@@ -462,3 +462,13 @@ pub fn check_no_leaks(counters: &Counters) {
     assert_eq!(counters.live_handlers.load(SeqCst), 0, "handlers left alive");
     assert_eq!(counters.live_payloads.load(SeqCst), 0, "payload buffers left alive");
 }
+
+/// The channel's own limit: RESOURCE_EXHAUSTED naming the size, the limit and the setting.
+#[allow(dead_code)] // not every test binary checks a limit
+pub fn assert_channel_limit(err: &tonic::Status, what: &str, limit: usize) {
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    let message = err.message();
+    assert!(message.contains(&format!("{what} message of ")), "{err:?}");
+    assert!(message.contains(&format!("limit of {limit} bytes")), "{err:?}");
+    assert!(message.contains(&format!("max_{what}_message_size")), "{err:?}");
+}
