@@ -2,10 +2,15 @@
 //! `EAGAIN` the socket is registered with epoll (once, edge-triggered, for reading and
 //! writing) and the fiber parks until an event for its direction arrives.
 //!
+//! Like spindle (`net/source.rs`, "short-transfer rule"), a read that returned less than it
+//! was offered, or a write that sent less, drained the socket: the next call waits for an
+//! event instead of paying for an `EAGAIN` first.
+//!
 //! Invariants:
 //! - **flags are edges seen**: `readable`/`writable` are set by an event and cleared when an
-//!   operation returned `EAGAIN`; a fiber waits only after clearing its flag, so an edge that
-//!   arrives later sets it again and wakes the fiber (epoll reports edges after the `EAGAIN`).
+//!   operation returned `EAGAIN` or moved less than offered; a fiber waits only after its flag
+//!   was cleared, so an edge that arrives later sets it again and wakes the fiber (epoll
+//!   reports edges after the `EAGAIN` or the draining transfer).
 //! - **one waiter per direction**: a socket has at most one fiber parked for reading and one
 //!   for writing (one reader and one writer per socket in every use here).
 
@@ -89,6 +94,30 @@ impl Epoll {
             };
             if ready {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Whether a call in `dir` is known to find `fd` drained (registered, and no event since
+    /// the last `EAGAIN` or short transfer).
+    pub(crate) fn drained(&self, fd: RawFd, dir: Dir) -> bool {
+        let fds = self.fds.borrow();
+        fds.get(fd as usize).is_some_and(|st| {
+            st.registered
+                && !match dir {
+                    Dir::Read => st.readable,
+                    Dir::Write => st.writable,
+                }
+        })
+    }
+
+    /// Records a short transfer: the socket is drained in `dir` until its next event (only
+    /// once registered: before that no event would tell).
+    pub(crate) fn note_drained(&self, fd: RawFd, dir: Dir) {
+        if let Some(st) = self.fds.borrow_mut().get_mut(fd as usize).filter(|st| st.registered) {
+            match dir {
+                Dir::Read => st.readable = false,
+                Dir::Write => st.writable = false,
             }
         }
     }

@@ -159,10 +159,18 @@ impl TcpStream {
         match &rt().driver {
             Driver::Uring(u) => u.recv(self.fd, buf),
             Driver::Epoll(e) => loop {
+                if e.drained(self.fd, Dir::Read) {
+                    e.wait(self.fd, Dir::Read)?;
+                }
                 // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
                 let r = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
                 match cvt(r as i32) {
-                    Ok(n) => return Ok(n as usize),
+                    Ok(n) => {
+                        if n > 0 && (n as usize) < buf.len() {
+                            e.note_drained(self.fd, Dir::Read);
+                        }
+                        return Ok(n as usize);
+                    }
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => e.wait(self.fd, Dir::Read)?,
                     Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                     Err(err) => return Err(err),
@@ -176,10 +184,18 @@ impl TcpStream {
         match &rt().driver {
             Driver::Uring(u) => u.send(self.fd, buf),
             Driver::Epoll(e) => loop {
+                if e.drained(self.fd, Dir::Write) {
+                    e.wait(self.fd, Dir::Write)?;
+                }
                 // SAFETY: `buf` is a live buffer of `buf.len()` bytes.
                 let r = unsafe { libc::send(self.fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
                 match cvt(r as i32) {
-                    Ok(n) => return Ok(n as usize),
+                    Ok(n) => {
+                        if (n as usize) < buf.len() {
+                            e.note_drained(self.fd, Dir::Write);
+                        }
+                        return Ok(n as usize);
+                    }
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => e.wait(self.fd, Dir::Write)?,
                     Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                     Err(err) => return Err(err),
