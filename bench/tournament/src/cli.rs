@@ -112,6 +112,11 @@ impl Args {
                 )
             }
         };
+        // Absolute: the manifests' relative `run` paths are resolved from the manifest's
+        // directory, which is the child's working directory (a relative --peers-dir made
+        // `../x` point from the wrong place).
+        let peers_dir = std::path::absolute(&peers_dir)
+            .with_context(|| format!("--peers-dir {}", peers_dir.display()))?;
         let suites = if self.suites.is_empty() {
             Suite::ALL.to_vec()
         } else {
@@ -185,6 +190,14 @@ mod tests {
         assert!(config(&["--runs", "0", "--quick"]).is_err());
         assert!(config(&["--suite", "gpu"]).is_err());
         assert!(config(&["--wrk-duration", "0"]).is_err());
+    }
+
+    #[test]
+    fn a_relative_peers_dir_becomes_absolute() {
+        let argv = ["tournament", "--out", "o", "--peers-dir", "some/peers"];
+        let c = Args::try_parse_from(argv).unwrap().into_config("tournament".into()).unwrap();
+        assert!(c.peers_dir.is_absolute());
+        assert!(c.peers_dir.ends_with("some/peers"));
     }
 
     #[test]
