@@ -1,4 +1,4 @@
-//! [`Builder`]: the server's settings, and starting it (listeners, runtimes, accept fibers).
+//! [`Builder`]: the server's settings, and starting it (listeners, runtimes, accept tasks).
 
 use std::future::Future;
 use std::io;
@@ -6,11 +6,11 @@ use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::exec::LocalExec;
+use crate::exec::TaskExec;
 use crate::handler::{self, Respond};
 use crate::limits::{BodyLimits, MinRate};
 use crate::server::{Control, Server, Shared, ShutdownHandle, ShutdownState};
-use crate::{conn, Body, Request, Response};
+use crate::{accept, Body, Request, Response};
 
 /// Server settings. The defaults suit a server facing the internet: request headers of at
 /// most 64 KiB and 100 fields, 30 s to send them, bodies of at most 2 MiB sent at 240 B/s or
@@ -20,19 +20,20 @@ pub struct Builder {
     config: Config,
 }
 
-/// How a server with several workers spreads connections over them.
+/// How a server with several workers accepts connections and spreads them over the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Accept {
     /// One spindle runtime with `workers` worker threads, one `SO_REUSEPORT` listener and
-    /// accept fiber per worker; a connection stays on the worker that accepted it (the
-    /// kernel spreads connections by a hash of their addresses).
+    /// accept task per worker (the kernel spreads connections over the listeners by a hash of
+    /// their addresses); connections move between workers as with `RoundRobin`.
     ReusePort,
-    /// One spindle runtime with `workers` worker threads and one listener; its accept fiber
-    /// places each connection's fiber on the next worker in turn (an exact even spread).
+    /// One spindle runtime with `workers` worker threads and one listener, whose accept task
+    /// spawns each connection as a `Send` task: whichever worker is free serves it, request
+    /// by request (a connection is not tied to a worker between requests).
     RoundRobin,
     /// `workers` separate single-worker spindle runtimes, each with its own `SO_REUSEPORT`
-    /// listener (the first design; nothing shared between workers).
+    /// listener (the first design; nothing shared between workers, so nothing moves).
     Runtimes,
 }
 
@@ -246,8 +247,8 @@ impl Builder {
         self
     }
 
-    /// Binds `addr` and serves each request with the blocking `handler`, called on the
-    /// connection's fiber.
+    /// Binds `addr` and serves each request with the blocking `handler`, called on a fiber
+    /// of its own (so it may park: spindle's channels, `sleep`, sockets, reading the body).
     pub fn serve<F, B>(self, addr: impl ToSocketAddrs, handler: F) -> io::Result<Server>
     where
         F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
@@ -256,18 +257,19 @@ impl Builder {
         self.start(addr, handler::Blocking(Arc::new(handler)))
     }
 
-    /// Binds `addr` and serves each request with the async `handler`; the connection's fiber
-    /// polls its future (which therefore need not be `Send`).
+    /// Binds `addr` and serves each request with the async `handler`; the connection's task
+    /// polls its future, and may move to another worker between polls, hence `Send`.
     pub fn serve_async<F, Fut, B>(self, addr: impl ToSocketAddrs, handler: F) -> io::Result<Server>
     where
         F: Fn(Request<Body>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response<B>> + 'static,
+        Fut: Future<Output = Response<B>> + Send + 'static,
         B: Into<Body>,
     {
         self.start(addr, handler::Async(handler))
     }
 
-    fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
+    /// The state the server's tasks share: the settings, the handler and hyper's builders.
+    pub(crate) fn shared<H: Respond>(self, handler: H) -> Shared<H> {
         #[allow(unused_mut)]
         let mut config = self.config;
         #[cfg(feature = "tls")]
@@ -280,7 +282,7 @@ impl Builder {
             .max_buf_size(config.max_buf_size)
             .max_header_size(config.max_header_size)
             .header_read_timeout(config.header_read_timeout);
-        let mut http2 = hyper::server::conn::http2::Builder::new(LocalExec);
+        let mut http2 = hyper::server::conn::http2::Builder::new(TaskExec);
         http2
             .timer(spindle::hyper_rt::Timer)
             .max_header_list_size(u32::try_from(config.max_header_size).unwrap_or(u32::MAX))
@@ -292,6 +294,12 @@ impl Builder {
             // uninitialised inline array (measured: ~300 ns less per pipelined request).
             http.max_headers(config.max_headers);
         }
+        Shared { handler, http, http2, shutdown: ShutdownState::default(), active: Arc::default(), config }
+    }
+
+    fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
+        let shared = Arc::new(self.shared(handler));
+        let config = shared.config.clone();
         // Listeners first, on this thread: a bind error is returned before any thread starts.
         let n = config.workers;
         let listener_count = if config.accept == Accept::RoundRobin { 1 } else { n };
@@ -306,16 +314,7 @@ impl Builder {
         for _ in 1..listener_count {
             listeners.push(spindle::net::TcpListener::bind_reuseport(local_addr)?);
         }
-        let shared = Arc::new(Shared {
-            handler,
-            http,
-            http2,
-            shutdown: ShutdownState::default(),
-            active: Arc::default(),
-            config: config.clone(),
-        });
         let mut runtimes = Vec::with_capacity(n);
-        let stack = config.stack_size;
         match config.accept {
             Accept::Runtimes => {
                 for (i, listener) in listeners.into_iter().enumerate() {
@@ -323,21 +322,14 @@ impl Builder {
                         .worker_threads(1)
                         .thread_name(format!("spindle-http-{i}"))
                         .build()?;
-                    let shared = shared.clone();
-                    rt.spawn(move || conn::accept_loop(listener, shared, None));
+                    drop(rt.spawn_async(accept::accept_loop(listener, shared.clone())));
                     runtimes.push(rt);
                 }
             }
             Accept::ReusePort | Accept::RoundRobin => {
                 let rt = spindle::Builder::new().worker_threads(n).thread_name("spindle-http").build()?;
-                let spread = (config.accept == Accept::RoundRobin && n > 1).then_some(n);
-                for (i, listener) in listeners.into_iter().enumerate() {
-                    let shared = shared.clone();
-                    spindle::fiber::Builder::new()
-                        .name("spindle-http accept")
-                        .stack_size(stack)
-                        .worker(i)
-                        .spawn_on(&rt, move || conn::accept_loop(listener, shared, spread))?;
+                for listener in listeners {
+                    drop(rt.spawn_async(accept::accept_loop(listener, shared.clone())));
                 }
                 runtimes.push(rt);
             }

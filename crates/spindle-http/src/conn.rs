@@ -1,105 +1,35 @@
-//! One fiber per connection: it drives hyper's `serve_connection` future with
-//! `spindle::task::block_on`, so a blocking handler called from the service parks this fiber.
+//! One connection, served by a `Send` task: it opens the connection (the TLS handshake, or
+//! the sniff that tells HTTP/2's preface from an HTTP/1 request) and drives hyper's
+//! connection future until it ends, the connection has been idle too long, or shutdown
+//! closes it.
+//!
+//! Invariants:
+//!
+//! - **Movable between requests.** The task owns everything of the connection (hyper's
+//!   connection, the socket, the counters) and is `Send`: an idle worker takes it over
+//!   between polls. Blocking handlers run on fibers of their own (module `handler`), which
+//!   never move once started; the task waits for them as for any future.
+//! - **Bounded waits.** The sniff and the handshake end at the header (or idle) timeout, the
+//!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
+//!   an idle connection closes now, a busy one after its response).
+//! - **Nothing stranded.** Each time hyper has done all it can in a poll, the driver drains
+//!   the coalescing buffer (module `socket`), and before it returns hyper's result.
 
-use std::cell::Cell;
 use std::future::{poll_fn, Future};
-use std::io::Read;
 use std::net::{Shutdown, SocketAddr};
 use std::pin::Pin;
-use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use spindle::net::{TcpListener, TcpStream};
+use spindle::net::TcpStream;
 
 use crate::handler::Respond;
-use crate::server::Shared;
-use crate::service::{Origin, Service};
+use crate::server::{ConnectionGuard, Shared};
+use crate::service::{Counters, Origin, Service};
 use crate::socket::{self, Transport};
-
-/// Keeps this fiber's waker in the server's shutdown list while it waits, so that
-/// `Server::shutdown` can wake it.
-struct ShutdownWatch<'a, H> {
-    shared: &'a Shared<H>,
-    key: Option<u64>,
-    waker: Option<Waker>,
-}
-
-impl<'a, H> ShutdownWatch<'a, H> {
-    fn new(shared: &'a Shared<H>) -> Self {
-        ShutdownWatch { shared, key: None, waker: None }
-    }
-
-    /// Whether shutdown has begun; otherwise makes sure `cx`'s waker is registered.
-    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.shared.shutdown.is_triggered() {
-            return true;
-        }
-        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            self.waker = Some(cx.waker().clone());
-            self.key = Some(self.shared.shutdown.register(self.key, cx.waker().clone()));
-            // Triggered between the check and the registration: the trigger may have missed us.
-            return self.shared.shutdown.is_triggered();
-        }
-        false
-    }
-}
-
-impl<H> Drop for ShutdownWatch<'_, H> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key {
-            self.shared.shutdown.deregister(key);
-        }
-    }
-}
-
-/// An accept loop: runs until shutdown, spawning a fiber per connection, on this worker, or
-/// with `spread: Some(n)` on each of the n workers in turn. Connection fibers never move.
-pub(crate) fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>, spread: Option<usize>) {
-    let _active = shared.active.enter();
-    let mut next_worker = 0usize;
-    let mut watch = ShutdownWatch::new(&shared);
-    loop {
-        let accepted = spindle::task::block_on(poll_fn(|cx| {
-            if watch.poll(cx) {
-                return Poll::Ready(None);
-            }
-            listener.poll_accept(cx).map(Some)
-        }));
-        match accepted {
-            None => break,
-            Some(Ok((stream, peer))) => {
-                let shared2 = shared.clone();
-                let active = shared.active.enter();
-                let builder = spindle::fiber::Builder::new()
-                    .name(Origin::connection_name(Some(peer)))
-                    .stack_size(shared.config.stack_size);
-                let serve = move || {
-                    let _active = active;
-                    serve_connection(stream, Some(peer), &shared2);
-                };
-                let spawned = match spread {
-                    Some(n) => {
-                        next_worker = (next_worker + 1) % n;
-                        builder.worker(next_worker).spawn(serve)
-                    }
-                    None => builder.spawn_local(serve),
-                };
-                if let Err(e) = spawned {
-                    log::warn!("spindle-http: could not spawn a connection fiber: {e}");
-                }
-            }
-            Some(Err(e)) => {
-                // EMFILE, ENFILE, ENOBUFS...: the listener stays usable; back off a little.
-                log::warn!("spindle-http: accept failed: {e}");
-                spindle::time::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-    drop(watch);
-    drop(listener);
-}
+use crate::watch::ShutdownWatch;
 
 /// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -115,7 +45,7 @@ enum Proto {
 /// knowledge) from an HTTP/1 request; returns the protocol and the bytes read, which hyper
 /// is then given first. `None`: the client closed, stayed silent past the header timeout,
 /// or the server is shutting down.
-fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
+async fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
     let mut buf = vec![0u8; 8192];
     let mut len = 0;
     let mut watch = ShutdownWatch::new(shared);
@@ -125,7 +55,7 @@ fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8
         (a, b) => a.or(b),
     };
     let mut deadline = limit.map(spindle::time::sleep_future);
-    spindle::task::block_on(poll_fn(|cx| loop {
+    poll_fn(|cx| loop {
         let seen = &buf[..len];
         if !H2_PREFACE.starts_with(&seen[..len.min(H2_PREFACE.len())]) {
             return Poll::Ready(Some(Proto::Http1));
@@ -141,7 +71,8 @@ fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8
             Poll::Ready(Ok(n)) => len += n,
             Poll::Pending => return Poll::Pending,
         }
-    }))
+    })
+    .await
     .map(|proto| {
         buf.truncate(len);
         (proto, buf)
@@ -150,14 +81,14 @@ fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8
 
 /// Opens the connection: the TLS handshake (feature `tls`, protocol by ALPN) or the sniff
 /// for HTTP/2's preface. `None`: closed before a request could be read.
-fn open<H>(
+async fn open<H>(
     mut stream: TcpStream,
     peer: Option<SocketAddr>,
     shared: &Shared<H>,
 ) -> Option<(Transport, Proto, Vec<u8>)> {
     #[cfg(feature = "tls")]
     if let Some(tls) = &shared.config.tls {
-        let stream = handshake(stream, peer, tls, shared)?;
+        let stream = handshake(stream, peer, tls, shared).await?;
         let h2 = shared.config.http2 && crate::tls::negotiated_h2(&stream);
         let proto = if h2 { Proto::Http2 } else { Proto::Http1 };
         return Some((Transport::Tls(Box::new(stream)), proto, Vec::new()));
@@ -166,23 +97,24 @@ fn open<H>(
     if !shared.config.http2 {
         return Some((Transport::Plain(stream), Proto::Http1, Vec::new()));
     }
-    let (proto, replay) = sniff(&mut stream, shared)?;
+    let (proto, replay) = sniff(&mut stream, shared).await?;
     Some((Transport::Plain(stream), proto, replay))
 }
 
 /// The server side of the TLS handshake, bounded by the handshake timeout and shutdown.
 #[cfg(feature = "tls")]
-fn handshake<H>(
+async fn handshake<H>(
     stream: TcpStream,
     peer: Option<SocketAddr>,
     tls: &crate::tls::TlsConfig,
     shared: &Shared<H>,
 ) -> Option<crate::tls::ServerStream> {
-    let mut accept = crate::tls::acceptor(tls).accept(stream);
+    // Boxed: rustls's connection state would otherwise be part of every connection task's.
+    let mut accept = Box::pin(crate::tls::acceptor(tls).accept(stream));
     let mut deadline = spindle::time::sleep_future(tls.handshake_timeout);
     let mut watch = ShutdownWatch::new(shared);
-    let result = spindle::task::block_on(poll_fn(|cx| {
-        if let Poll::Ready(r) = Pin::new(&mut accept).poll(cx) {
+    let result = poll_fn(|cx| {
+        if let Poll::Ready(r) = accept.as_mut().poll(cx) {
             return Poll::Ready(r);
         }
         if watch.poll(cx) {
@@ -195,7 +127,8 @@ fn handshake<H>(
             )));
         }
         Poll::Pending
-    }));
+    })
+    .await;
     match result {
         Ok(stream) => Some(stream),
         Err(e) => {
@@ -206,40 +139,46 @@ fn handshake<H>(
     }
 }
 
-fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, shared: &Arc<Shared<H>>) {
+/// Serves one accepted connection to its end (the body of the connection's task), counted
+/// by `_active` until then.
+pub(crate) async fn serve_connection<H: Respond>(
+    stream: TcpStream,
+    peer: Option<SocketAddr>,
+    shared: Arc<Shared<H>>,
+    _active: ConnectionGuard,
+) {
+    let shared = &shared;
     let config = &shared.config;
     if config.nodelay {
         let _ = stream.set_nodelay(true);
     }
-    let Some((transport, proto, replay)) = open(stream, peer, shared) else { return };
-    let state = ConnState::default();
+    let Some((transport, proto, replay)) = open(stream, peer, shared).await else { return };
+    let state = Arc::new(Counters::default());
     // HTTP/2 frames are batched by h2 itself: no coalescing there.
     let coalesce = config.pipeline_flush && proto == Proto::Http1;
-    let (io, handle) = socket::new(transport, coalesce, state.progress.clone(), replay);
-    let origin = Origin { peer, stack_size: config.stack_size, inline: proto == Proto::Http1 };
-    let service = Service {
-        shared: shared.clone(),
-        busy: state.busy.clone(),
-        requests: state.requests.clone(),
-        origin,
-    };
+    let (io, handle) = socket::new(transport, coalesce, replay);
+    let origin = Origin::new(peer, config.stack_size, proto == Proto::Http2);
+    let service =
+        Service { local: shared.handler.local(), shared: shared.clone(), counters: state.clone(), origin };
     let result = match proto {
         Proto::Http1 => {
             let mut conn = shared.http.serve_connection(io, service);
-            let result = drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared);
+            let result = drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared).await;
             drop(conn);
             result
         }
         Proto::Http2 => {
-            let mut conn = shared.http2.serve_connection(io, service);
-            drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared)
+            // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one, and the
+            // largest state is what every connection task allocates, idle ones included.
+            let mut conn = Box::pin(shared.http2.serve_connection(io, service));
+            drive(&mut conn, |c| c.get_mut().as_mut().graceful_shutdown(), &handle, &state, shared).await
         }
     };
     if let Some(Err(e)) = result {
         if error_status(&e).is_some() {
             // hyper wrote its 400/431 response (drained by `drive`); close gently.
             if let Some(stream) = handle.into_stream() {
-                lingering_close(stream);
+                lingering_close(stream).await;
             }
         } else {
             log::debug!("spindle-http: connection error: {e}");
@@ -247,25 +186,14 @@ fn serve_connection<H: Respond>(stream: TcpStream, peer: Option<SocketAddr>, sha
     }
 }
 
-/// The per-connection counters the driver and the service share.
-#[derive(Default)]
-struct ConnState {
-    /// Socket system calls that moved bytes (for the idle timeout).
-    progress: Rc<Cell<u64>>,
-    /// Handlers running.
-    busy: Rc<Cell<u32>>,
-    /// Requests received.
-    requests: Rc<Cell<u64>>,
-}
-
-/// Drives hyper's connection future `conn` on this fiber until it ends, the connection has
-/// been idle for `idle_timeout`, or shutdown closes it; drains the coalescing buffer each
-/// time hyper has done all it can (see `socket.rs`). `None`: closed by the driver.
-fn drive<C, H>(
+/// Drives hyper's connection future `conn` until it ends, the connection has been idle for
+/// `idle_timeout`, or shutdown closes it; drains the coalescing buffer each time hyper has
+/// done all it can (see `socket.rs`). `None`: closed by the driver.
+async fn drive<C, H>(
     conn: &mut C,
     graceful: impl Fn(Pin<&mut C>),
     handle: &socket::IoHandle,
-    state: &ConnState,
+    state: &Counters,
     shared: &Shared<H>,
 ) -> Option<Result<(), hyper::Error>>
 where
@@ -279,26 +207,20 @@ where
     // hyper's result once its connection future has finished; the coalesced bytes it left
     // are drained before the driver returns it.
     let mut finished: Option<Result<(), hyper::Error>> = None;
-    spindle::task::block_on(poll_fn(|cx| {
-        while finished.is_none() {
+    poll_fn(|cx| {
+        if finished.is_none() {
             if !draining && watch.poll(cx) {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
                 // request on a connection that has not had one yet: close those here.
                 draining = true;
-                if state.requests.get() == 0 {
+                if state.requests.load(Ordering::Relaxed) == 0 {
                     return Poll::Ready(None);
                 }
                 graceful(Pin::new(&mut *conn));
             }
             if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
                 finished = Some(r);
-                break;
-            }
-            // An inline blocking handler parks this fiber inside `conn.poll`; a shutdown
-            // wake-up that arrived meanwhile was absorbed by that park. Look again.
-            if draining || !shared.shutdown.is_triggered() {
-                break;
             }
         }
         // hyper has done all it can in this poll: write what it left in the coalescing
@@ -315,15 +237,17 @@ where
         }
         if let Some((timeout, sleep, seen)) = &mut idle {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
-                if state.busy.get() == 0 && state.progress.get() == *seen {
+                let progress = handle.progress();
+                if state.busy.load(Ordering::Relaxed) == 0 && progress == *seen {
                     return Poll::Ready(None); // idle: drop the connection
                 }
-                *seen = state.progress.get();
+                *seen = progress;
                 sleep.reset(Instant::now() + *timeout);
             }
         }
         Poll::Pending
-    }))
+    })
+    .await
 }
 
 /// The status of hyper's automatic response to a parse error (as hyper's `on_error`).
@@ -341,22 +265,46 @@ fn error_status(e: &hyper::Error) -> Option<&'static str> {
     }
 }
 
-/// Half-closes and reads what the client still sends (bounded), so that closing a socket
-/// with unread data (an oversized header, say) does not reset the connection before the
-/// client has read the error response.
-fn lingering_close(mut stream: TcpStream) {
+/// Half-closes and reads what the client still sends (at most 1 MiB, for at most 2 s), so
+/// that closing a socket with unread data (an oversized header, say) does not reset the
+/// connection before the client has read the error response.
+async fn lingering_close(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut buf = [0u8; 4096];
+    let mut deadline = spindle::time::sleep_future(Duration::from_secs(2));
+    // On the heap: an array here would be part of every connection task's state.
+    let mut buf = vec![0u8; 4096];
     let mut total = 0usize;
-    while total < 1 << 20 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            break;
+    poll_fn(|cx| loop {
+        if total >= 1 << 20 || Pin::new(&mut deadline).poll(cx).is_ready() {
+            return Poll::Ready(());
         }
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => total += n,
+        match futures_io::AsyncRead::poll_read(Pin::new(&mut stream), cx, &mut buf) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(()),
+            Poll::Ready(Ok(n)) => total += n,
+            Poll::Pending => return Poll::Pending,
         }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Body, Request, Response};
+
+    /// The connection task's state is what an idle connection costs besides hyper's two 8 KiB
+    /// buffers: it must stay small (no inline buffers, no inline HTTP/2 or TLS state).
+    #[test]
+    fn connection_task_state_stays_small() {
+        let handler = crate::handler::Blocking(Arc::new(|_req: Request<Body>| Response::new("hi")));
+        let shared = Arc::new(crate::Builder::new().shared(handler));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        let stream = TcpStream::from_std(accepted).unwrap();
+        let task = serve_connection(stream, Some(peer), shared.clone(), shared.active.enter_connection());
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 1280, "a connection task's state takes {size} bytes");
+        drop((task, client));
     }
 }

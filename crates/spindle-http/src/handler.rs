@@ -1,49 +1,60 @@
-//! Handlers: blocking functions called on the connection fiber, or async functions whose
-//! futures the connection fiber polls. Both catch panics and answer 500.
+//! Handlers: blocking functions, each call on a fiber of its own, or async functions whose
+//! futures the connection's task polls. Both catch panics and answer 500.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
-use crate::service::Origin;
+use crate::service::{Counters, Origin};
 use crate::Body;
 
-/// Counts the handlers running on one connection (request received, response not yet
-/// produced), for the idle timeout: a connection with a running handler is not idle.
-pub(crate) struct Busy(Rc<Cell<u32>>);
+/// Counts one running handler in its connection's [`Counters::busy`] while alive.
+pub(crate) struct Busy(Arc<Counters>);
 
 impl Busy {
-    pub(crate) fn enter(count: &Rc<Cell<u32>>) -> Busy {
-        count.set(count.get() + 1);
-        Busy(count.clone())
+    pub(crate) fn enter(counters: &Arc<Counters>) -> Busy {
+        counters.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(counters.clone())
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// How the server turns a request into a response.
+/// How the server turns a request into a response. The response future lives in the
+/// connection's task (or, under HTTP/2, in the stream's), which moves between workers:
+/// `Send`.
 pub(crate) trait Respond: Send + Sync + 'static {
-    type Future: Future<Output = Response<Body>>;
-    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
+    type Future: Future<Output = Response<Body>> + Send + 'static;
+    /// The handler as one connection holds it: what a request may clone without touching a
+    /// counter that every connection (on every worker) writes.
+    type Local: Send + Sync + 'static;
+    fn local(&self) -> Self::Local;
+    fn respond(&self, local: &Self::Local, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
 }
 
-/// A blocking handler. A request without a body is answered inline, on the connection's
-/// fiber: the handler may park it (channels, sleep, sockets) without blocking the worker.
-/// A request with a body gets a fiber of its own for the handler: the connection fiber
-/// must keep driving hyper's dispatcher meanwhile, since that is what reads the body the
-/// handler is waiting for (an inline handler reading the body would wait for itself).
+/// A blocking handler: each call runs on a fiber of its own, so that the handler may park
+/// (channels, sleep, sockets, reading the body) without blocking the worker or the task
+/// that drives the connection (which must keep driving hyper's dispatcher meanwhile: that
+/// is what reads the body the handler may be waiting for). The fiber never moves once
+/// started; the tasks may.
+///
+/// The fiber starts at once, inside the task's poll (`spawn_now`): a handler that does not
+/// park has answered when it returns, with no queueing and no wake-up. Under HTTP/1 it
+/// starts when hyper hands over the request, in the connection task's poll (which serves
+/// one request at a time anyway); under HTTP/2 at the response future's first poll, in the
+/// stream's own task (hyper spawns one per stream), so that the connection's other streams
+/// go on while a handler runs.
 pub(crate) struct Blocking<F>(pub(crate) Arc<F>);
 
 impl<F, B> Respond for Blocking<F>
@@ -51,91 +62,129 @@ where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
 {
-    type Future = BlockingResponse;
+    type Future = BlockingResponse<F>;
+    /// A per-connection reference to the shared handler: each request's fiber holds a clone,
+    /// so the reference count it bumps is the connection's, not one shared by all workers.
+    type Local = Arc<Arc<F>>;
 
-    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
-        if origin.inline && http_body::Body::is_end_stream(req.body()) {
-            let result = catch_unwind(AssertUnwindSafe(|| (self.0)(req).map(Into::into)));
-            drop(busy);
-            return BlockingResponse::Ready(Some(result.unwrap_or_else(panicked)));
-        }
-        let slot = Arc::new(Mutex::new(Slot { response: None, waker: None }));
-        let (handler, filled) = (self.0.clone(), slot.clone());
-        let spawned = spindle::fiber::Builder::new()
-            .name(origin.handler_name(&req))
-            .stack_size(origin.stack_size)
-            .spawn(move || {
-                let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
-                let response = result.unwrap_or_else(panicked);
-                let waker = {
-                    let mut slot = lock(&filled);
-                    slot.response = Some(response);
-                    slot.waker.take()
-                };
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
-            });
-        match spawned {
-            Ok(_) => BlockingResponse::Waiting { slot, _busy: busy },
+    fn local(&self) -> Self::Local {
+        Arc::new(self.0.clone())
+    }
+
+    fn respond(&self, local: &Self::Local, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
+        let name = origin.handler_name(&req);
+        let call = Call { handler: local.clone(), req, name, stack_size: origin.stack_size };
+        let state = if origin.http2 {
+            State::Start(Box::new(call))
+        } else {
+            // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
+            // goes away) before it polls this future, and the request, while alive, pins
+            // its read buffer, which would then be reallocated for every request.
+            State::started(call)
+        };
+        BlockingResponse { state, _busy: busy }
+    }
+}
+
+/// A handler call not started yet.
+pub(crate) struct Call<F> {
+    handler: Arc<Arc<F>>,
+    req: Request<Body>,
+    name: String,
+    stack_size: usize,
+}
+
+impl<F, B> Call<F>
+where
+    F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
+    B: Into<Body>,
+{
+    /// Starts the handler's fiber, which runs at once until it parks or finishes.
+    fn start(self) -> std::io::Result<spindle::fiber::JoinHandle<Response<Body>>> {
+        let Call { handler, req, name, stack_size } = self;
+        spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
+            result.unwrap_or_else(panicked)
+        })
+    }
+}
+
+/// The response future of a blocking handler: the call until its first poll, then its
+/// fiber's join handle.
+pub(crate) struct BlockingResponse<F> {
+    state: State<F>,
+    _busy: Busy,
+}
+
+enum State<F> {
+    /// HTTP/2: the call, started at the first poll. Boxed: HTTP/1 never keeps one, and this
+    /// future's size is memory that every connection holds (hyper keeps its slot).
+    Start(Box<Call<F>>),
+    Waiting(spindle::fiber::JoinHandle<Response<Body>>),
+    /// No fiber could be spawned.
+    Failed,
+}
+
+impl<F, B> State<F>
+where
+    F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
+    B: Into<Body>,
+{
+    /// Starts the call's fiber.
+    fn started(call: Call<F>) -> State<F> {
+        match call.start() {
+            Ok(join) => State::Waiting(join),
             Err(e) => {
                 log::warn!("spindle-http: could not spawn a handler fiber: {e}");
-                BlockingResponse::Ready(Some(status(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Service Unavailable\n",
-                )))
+                State::Failed
             }
         }
     }
 }
 
-pub(crate) struct Slot {
-    response: Option<Response<Body>>,
-    waker: Option<Waker>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The response future of a blocking handler.
-pub(crate) enum BlockingResponse {
-    Ready(Option<Response<Body>>),
-    Waiting { slot: Arc<Mutex<Slot>>, _busy: Busy },
-}
-
-impl Future for BlockingResponse {
+impl<F, B> Future for BlockingResponse<F>
+where
+    F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
+    B: Into<Body>,
+{
     type Output = Response<Body>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
-        match self.get_mut() {
-            BlockingResponse::Ready(res) => Poll::Ready(res.take().expect("polled after completion")),
-            BlockingResponse::Waiting { slot, .. } => {
-                let mut slot = lock(slot);
-                match slot.response.take() {
-                    Some(res) => Poll::Ready(res),
-                    None => {
-                        slot.waker = Some(cx.waker().clone());
-                        Poll::Pending
-                    }
-                }
-            }
+        let state = &mut self.get_mut().state;
+        if matches!(state, State::Start(_)) {
+            let State::Start(call) = std::mem::replace(state, State::Failed) else { unreachable!() };
+            *state = State::started(*call);
+        }
+        let State::Waiting(join) = state else { return Poll::Ready(unavailable()) };
+        match Pin::new(join).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(res)) => Poll::Ready(res),
+            // The fiber catches the handler's panics: this is the runtime's shutdown
+            // cancelling it (the task polling this is being cancelled too).
+            Poll::Ready(Err(_)) => Poll::Ready(unavailable()),
         }
     }
 }
 
-/// An async handler: its future is polled by the connection fiber (it need not be `Send`).
+fn unavailable() -> Response<Body> {
+    status(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable\n")
+}
+
+/// An async handler: its future is polled by the connection's task.
 pub(crate) struct Async<F>(pub(crate) F);
 
 impl<F, Fut, B> Respond for Async<F>
 where
     F: Fn(Request<Body>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Response<B>> + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
     B: Into<Body>,
 {
     type Future = CatchPanic<Fut>;
+    type Local = ();
 
-    fn respond(&self, req: Request<Body>, busy: Busy, _origin: &Origin) -> Self::Future {
+    fn local(&self) {}
+
+    fn respond(&self, _local: &(), req: Request<Body>, busy: Busy, _origin: &Origin) -> Self::Future {
         match catch_unwind(AssertUnwindSafe(|| (self.0)(req))) {
             Ok(future) => CatchPanic { future: Some(future), early: None, _busy: Some(busy) },
             Err(payload) => CatchPanic { future: None, early: Some(panicked(payload)), _busy: None },

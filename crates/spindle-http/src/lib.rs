@@ -36,6 +36,7 @@
 
 #![warn(missing_debug_implementations)]
 
+mod accept;
 mod body;
 mod builder;
 mod client;
@@ -49,6 +50,7 @@ mod socket;
 mod timer;
 #[cfg(feature = "tls")]
 mod tls;
+mod watch;
 
 /// This crate's README examples, compiled as doctests.
 #[cfg(doctest)]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use crate::handler::Respond;
 pub(crate) struct Shared<H> {
     pub(crate) handler: H,
     pub(crate) http: hyper::server::conn::http1::Builder,
-    pub(crate) http2: hyper::server::conn::http2::Builder<crate::exec::LocalExec>,
+    pub(crate) http2: hyper::server::conn::http2::Builder<crate::exec::TaskExec>,
     pub(crate) shutdown: ShutdownState,
     pub(crate) active: Arc<Active>,
     pub(crate) config: Config,
@@ -74,14 +74,24 @@ impl ShutdownState {
 pub(crate) struct Active {
     count: Mutex<usize>,
     zero: Condvar,
+    /// Open connections alone (`Server::open_connections`).
+    connections: AtomicUsize,
 }
 
 pub(crate) struct ActiveGuard(Arc<Active>);
+
+/// An [`ActiveGuard`] that also counts an open connection.
+pub(crate) struct ConnectionGuard(ActiveGuard);
 
 impl Active {
     pub(crate) fn enter(self: &Arc<Self>) -> ActiveGuard {
         *lock(&self.count) += 1;
         ActiveGuard(self.clone())
+    }
+
+    pub(crate) fn enter_connection(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self.enter())
     }
 
     /// Waits until the count is zero or `deadline` passes; returns the count left.
@@ -95,6 +105,12 @@ impl Active {
             count = self.zero.wait_timeout(count, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         *count
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        (self.0).0.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -140,12 +156,24 @@ impl Server {
     }
 
     /// Every live fiber of the server's runtimes (spindle's
-    /// [`Runtime::dump_fibers`](spindle::Runtime::dump_fibers)): the accept fibers, one
-    /// `spindle-http <peer>` fiber per connection, and one `spindle-http <peer> <method>
-    /// <path>` fiber per blocking handler running for a request with a body. Blocks (or
-    /// parks a calling fiber) until every worker has answered.
+    /// [`Runtime::dump_fibers`](spindle::Runtime::dump_fibers)): one `spindle-http <peer>
+    /// <method> <path>` fiber per blocking handler running. (Accept loops and connections
+    /// are tasks, not fibers: they hold no stack between requests.) Blocks (or parks a
+    /// calling fiber) until every worker has answered.
     pub fn dump_fibers(&self) -> Vec<spindle::FiberInfo> {
         self.runtimes.iter().flat_map(|rt| rt.dump_fibers()).collect()
+    }
+
+    /// How many connections are open: accepted and not yet closed, whatever they are doing
+    /// (a TLS handshake, serving a request, idle between requests).
+    pub fn open_connections(&self) -> usize {
+        self.control.active().connections.load(Ordering::Relaxed)
+    }
+
+    /// The counters of the server's workers (spindle's
+    /// [`Runtime::metrics`](spindle::Runtime::metrics)): polls, steals, sleeps, busy time.
+    pub fn metrics(&self) -> Vec<spindle::WorkerMetrics> {
+        self.runtimes.iter().flat_map(|rt| rt.metrics()).collect()
     }
 
     /// A handle that starts the graceful shutdown from anywhere: another thread, a handler.

@@ -2,12 +2,11 @@
 //! (`limits::precheck`), puts the request body under the server's limits, and hands the
 //! request to the handler; a body limit broken while the handler ran replaces its answer.
 
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -24,21 +23,21 @@ use crate::Body;
 /// request it serves (the stack overflow report and `Server::dump_fibers` show it).
 #[derive(Debug, Clone)]
 pub(crate) struct Origin {
-    pub(crate) peer: Option<SocketAddr>,
+    /// `spindle-http 127.0.0.1:5000`: the connection's name, the start of its handler
+    /// fibers' names.
+    pub(crate) name: Box<str>,
     pub(crate) stack_size: usize,
-    /// Whether a blocking handler for a request without a body may run inline, on the
-    /// connection fiber (HTTP/1: one request at a time). Not under HTTP/2, where that fiber
-    /// drives every stream of the connection.
-    pub(crate) inline: bool,
+    /// HTTP/2 (no `Connection` header in answers).
+    pub(crate) http2: bool,
 }
 
 impl Origin {
-    /// `spindle-http 127.0.0.1:5000`: the connection fiber's name.
-    pub(crate) fn connection_name(peer: Option<SocketAddr>) -> String {
-        match peer {
+    pub(crate) fn new(peer: Option<SocketAddr>, stack_size: usize, http2: bool) -> Origin {
+        let name = match peer {
             Some(peer) => format!("spindle-http {peer}"),
             None => "spindle-http connection".to_owned(),
-        }
+        };
+        Origin { name: name.into_boxed_str(), stack_size, http2 }
     }
 
     /// `spindle-http 127.0.0.1:5000 POST /upload`: a handler fiber's name (the path cut at
@@ -46,14 +45,33 @@ impl Origin {
     pub(crate) fn handler_name<B>(&self, req: &Request<B>) -> String {
         let path = req.uri().path();
         let cut = (0..=path.len().min(100)).rev().find(|&i| path.is_char_boundary(i)).unwrap_or(0);
-        format!("{} {} {}", Origin::connection_name(self.peer), req.method(), &path[..cut])
+        let method = req.method().as_str();
+        let mut name = String::with_capacity(self.name.len() + method.len() + cut + 2);
+        name.push_str(&self.name);
+        name.push(' ');
+        name.push_str(method);
+        name.push(' ');
+        name.push_str(&path[..cut]);
+        name
     }
 }
 
-pub(crate) struct Service<H> {
+/// The counters a connection's service and its driver share.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Handlers running (request received, response not yet produced): a connection with a
+    /// running handler is not idle. Under HTTP/2 the streams' futures may finish on several
+    /// workers at once: read-modify-writes.
+    pub(crate) busy: AtomicU32,
+    /// Requests received.
+    pub(crate) requests: AtomicU64,
+}
+
+pub(crate) struct Service<H: Respond> {
     pub(crate) shared: Arc<Shared<H>>,
-    pub(crate) busy: Rc<Cell<u32>>,
-    pub(crate) requests: Rc<Cell<u64>>,
+    /// The handler's per-connection part.
+    pub(crate) local: H::Local,
+    pub(crate) counters: Arc<Counters>,
     pub(crate) origin: Origin,
 }
 
@@ -63,14 +81,14 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
     type Future = ResponseFuture<H::Future>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        self.requests.set(self.requests.get() + 1);
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let body_limits = self.shared.config.body_limits;
         // HTTP/2 has no `Connection` header (a refused stream is reset; the connection lives).
-        let http2 = !self.origin.inline;
+        let http2 = self.origin.http2;
         if let Some(refused) = limits::precheck(&req, &body_limits) {
             return ResponseFuture::Early { response: Some(without_connection_header(refused, http2)) };
         }
-        let busy = Busy::enter(&self.busy);
+        let busy = Busy::enter(&self.counters);
         let mut fault = Fault::default();
         let req = req.map(|body| {
             if body.is_end_stream() {
@@ -80,7 +98,7 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
                 Body::guarded(Guarded::new(body, body_limits, fault.clone()))
             }
         });
-        let inner = self.shared.handler.respond(req, busy, &self.origin);
+        let inner = self.shared.handler.respond(&self.local, req, busy, &self.origin);
         ResponseFuture::Handler { inner, fault, http2 }
     }
 }

@@ -13,11 +13,16 @@
 //! - **Nothing stranded**: hyper's `poll_flush` on this type only defers; the connection
 //!   driver (`conn.rs`) calls [`IoHandle::poll_drain`] every time the connection future
 //!   returns `Pending` and before it finishes, and `poll_shutdown` drains too. So bytes sit
-//!   in the buffer only while hyper is still running in the same poll, never while the
-//!   fiber waits.
-//! - **One owner thread**: the state is shared between hyper's `Io` and the driver's
-//!   `IoHandle` through an `Rc<RefCell<…>>`; both live on the connection's fiber, and no
-//!   borrow is held across a call into the other.
+//!   in the buffer only while hyper is still running in the same poll, or while the socket
+//!   is full.
+//! - **Lent, not owned**: an empty buffer is given back to its worker's spare slot (one per
+//!   thread) when a drain completes, and taken from there by the next write; a connection
+//!   keeps one only while it holds bytes. Idle connections hold no coalescing buffer, and
+//!   busy ones reuse the same warm memory.
+//! - **One poller**: the state is shared between hyper's `Io` and the driver's `IoHandle`
+//!   through an `Arc<Mutex<…>>`; both live in the connection's task (which any worker may
+//!   poll, one at a time), so the lock is never contended, and it is never held across a
+//!   call into the other.
 //!
 //! This replaces hyper's `pipeline_flush`, which batches the same way but lifts the write
 //! buffer's limit (hyper's `can_buffer` then always says yes: a client that pipelines
@@ -25,16 +30,21 @@
 //! read buffer holds bytes, even when the connection is closing (so the response to a
 //! `Connection: close` request followed by any byte was never written).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
 use spindle::net::TcpStream;
 
 /// The most bytes the coalescing buffer holds.
 pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
+
+thread_local! {
+    /// This thread's spare coalescing buffer (empty; see the module doc).
+    static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// The byte stream under hyper: a plain socket, or TLS over one.
 pub(crate) enum Transport {
@@ -145,46 +155,46 @@ struct Inner {
     out: Vec<u8>,
     sent: usize,
     coalesce: bool,
+    /// System calls that moved bytes (for the idle timeout).
+    progress: u64,
 }
 
 /// The socket side given to hyper.
 pub(crate) struct Io {
-    inner: Rc<RefCell<Inner>>,
-    progress: Rc<Cell<u64>>,
+    inner: Arc<Mutex<Inner>>,
 }
 
-/// The driver's handle on the same socket: drains the coalescing buffer, and gives the
-/// stream back when hyper is done.
+/// The driver's handle on the same socket: drains the coalescing buffer, counts progress,
+/// and gives the stream back when hyper is done.
 pub(crate) struct IoHandle {
-    inner: Rc<RefCell<Inner>>,
-    progress: Rc<Cell<u64>>,
+    inner: Arc<Mutex<Inner>>,
 }
 
-/// A new connection socket: the `Io` for hyper and the driver's handle. `progress` counts
-/// system calls that moved bytes; `replay` holds bytes already read from the stream.
-pub(crate) fn new(
-    stream: Transport,
-    coalesce: bool,
-    progress: Rc<Cell<u64>>,
-    replay: Vec<u8>,
-) -> (Io, IoHandle) {
-    let inner =
-        Rc::new(RefCell::new(Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, coalesce }));
-    (Io { inner: inner.clone(), progress: progress.clone() }, IoHandle { inner, progress })
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn touch(progress: &Cell<u64>) {
-    progress.set(progress.get().wrapping_add(1));
+/// A new connection socket: the `Io` for hyper and the driver's handle. `replay` holds
+/// bytes already read from the stream.
+pub(crate) fn new(stream: Transport, coalesce: bool, replay: Vec<u8>) -> (Io, IoHandle) {
+    let inner = Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, coalesce, progress: 0 };
+    let inner = Arc::new(Mutex::new(inner));
+    (Io { inner: inner.clone() }, IoHandle { inner })
 }
 
 impl Inner {
+    /// Counts a system call that moved bytes.
+    fn touch(&mut self) {
+        self.progress = self.progress.wrapping_add(1);
+    }
+
     fn buffered(&self) -> usize {
         self.out.len() - self.sent
     }
 
     /// Writes the buffered bytes to the socket until none are left (`Ready(Ok)`), the socket
     /// is full (`Pending`, woken when writable) or an error.
-    fn poll_drain(&mut self, cx: &mut Context<'_>, progress: &Cell<u64>) -> Poll<io::Result<()>> {
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.sent < self.out.len() {
             let n = match self.stream.poll_write(cx, &self.out[self.sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -192,25 +202,32 @@ impl Inner {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            touch(progress);
+            self.touch();
             self.sent += n;
         }
-        self.out.clear();
-        self.sent = 0;
+        if self.out.capacity() > 0 {
+            let mut spare = std::mem::take(&mut self.out);
+            spare.clear();
+            self.sent = 0;
+            SPARE.with(|s| s.set(spare));
+        }
         self.stream.poll_flush(cx)
+    }
+
+    /// Copies `data` into the coalescing buffer (the caller checked that it fits).
+    fn buffer(&mut self, data: &[u8]) {
+        if self.out.capacity() == 0 {
+            self.out = SPARE.with(Cell::take);
+        }
+        self.out.extend_from_slice(data);
     }
 
     /// Room for `len` more bytes: drains the buffer first when they would not fit.
     /// `Ready(true)`: copy them in; `Ready(false)`: the buffer is empty and they are too
     /// many to copy, write them directly.
-    fn poll_reserve(
-        &mut self,
-        cx: &mut Context<'_>,
-        len: usize,
-        progress: &Cell<u64>,
-    ) -> Poll<io::Result<bool>> {
+    fn poll_reserve(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<bool>> {
         if self.buffered() + len > COALESCE_LIMIT {
-            if let Err(e) = std::task::ready!(self.poll_drain(cx, progress)) {
+            if let Err(e) = std::task::ready!(self.poll_drain(cx)) {
                 return Poll::Ready(Err(e));
             }
         }
@@ -221,12 +238,18 @@ impl Inner {
 impl IoHandle {
     /// Writes out what hyper left in the coalescing buffer (see the module doc).
     pub(crate) fn poll_drain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.borrow_mut().poll_drain(cx, &self.progress)
+        lock(&self.inner).poll_drain(cx)
+    }
+
+    /// How many system calls moved bytes so far (for the idle timeout).
+    pub(crate) fn progress(&self) -> u64 {
+        lock(&self.inner).progress
     }
 
     /// The stream, once hyper's connection (which holds the other reference) is dropped.
     pub(crate) fn into_stream(self) -> Option<TcpStream> {
-        Rc::try_unwrap(self.inner).ok().map(|inner| inner.into_inner().stream.into_tcp())
+        let inner = Arc::try_unwrap(self.inner).ok()?;
+        Some(inner.into_inner().unwrap_or_else(|e| e.into_inner()).stream.into_tcp())
     }
 }
 
@@ -236,7 +259,7 @@ impl hyper::rt::Read for Io {
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = lock(&self.inner);
         if inner.replayed < inner.replay.len() {
             let n = buf.remaining().min(inner.replay.len() - inner.replayed);
             buf.put_slice(&inner.replay[inner.replayed..inner.replayed + n]);
@@ -249,7 +272,7 @@ impl hyper::rt::Read for Io {
         }
         let res = inner.stream.poll_read(cx, buf);
         if res.is_ready() {
-            touch(&self.progress);
+            inner.touch();
         }
         res
     }
@@ -257,11 +280,11 @@ impl hyper::rt::Read for Io {
 
 impl hyper::rt::Write for Io {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = lock(&self.inner);
         if inner.coalesce {
-            match inner.poll_reserve(cx, buf.len(), &self.progress) {
+            match inner.poll_reserve(cx, buf.len()) {
                 Poll::Ready(Ok(true)) => {
-                    inner.out.extend_from_slice(buf);
+                    inner.buffer(buf);
                     return Poll::Ready(Ok(buf.len()));
                 }
                 Poll::Ready(Ok(false)) => {}
@@ -270,7 +293,7 @@ impl hyper::rt::Write for Io {
         }
         let res = inner.stream.poll_write(cx, buf);
         if res.is_ready() {
-            touch(&self.progress);
+            inner.touch();
         }
         res
     }
@@ -280,12 +303,12 @@ impl hyper::rt::Write for Io {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = lock(&self.inner);
         if inner.coalesce {
             let len: usize = bufs.iter().map(|b| b.len()).sum();
-            match inner.poll_reserve(cx, len, &self.progress) {
+            match inner.poll_reserve(cx, len) {
                 Poll::Ready(Ok(true)) => {
-                    bufs.iter().for_each(|b| inner.out.extend_from_slice(b));
+                    bufs.iter().for_each(|b| inner.buffer(b));
                     return Poll::Ready(Ok(len));
                 }
                 Poll::Ready(Ok(false)) => {}
@@ -294,7 +317,7 @@ impl hyper::rt::Write for Io {
         }
         let res = inner.stream.poll_write_vectored(cx, bufs);
         if res.is_ready() {
-            touch(&self.progress);
+            inner.touch();
         }
         res
     }
@@ -304,19 +327,19 @@ impl hyper::rt::Write for Io {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = lock(&self.inner);
         if inner.coalesce {
             // Deferred to the driver (see the module doc), which drains when hyper has
             // nothing more to do in this poll.
             return Poll::Ready(Ok(()));
         }
         // Nothing is coalesced; push out what the transport buffered (TLS records).
-        inner.poll_drain(cx, &self.progress)
+        inner.poll_drain(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut inner = self.inner.borrow_mut();
-        std::task::ready!(inner.poll_drain(cx, &self.progress))?;
+        let mut inner = lock(&self.inner);
+        std::task::ready!(inner.poll_drain(cx))?;
         inner.stream.poll_shutdown(cx)
     }
 }

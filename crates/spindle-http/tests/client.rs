@@ -16,17 +16,11 @@ fn runtime() -> spindle::Runtime {
     spindle::Builder::new().worker_threads(1).build().unwrap()
 }
 
-/// The server's connection fibers (one per open connection), polled until `want` holds or
-/// 5 s pass.
+/// The server's open connections, polled until `want` holds or 5 s pass.
 fn connections(server: &Server, want: impl Fn(usize) -> bool) -> usize {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let n = server
-            .dump_fibers()
-            .into_iter()
-            .filter_map(|f| f.name)
-            .filter(|n| n.starts_with("spindle-http 127.0.0.1") && n.matches(' ').count() == 1)
-            .count();
+        let n = server.open_connections();
         if want(n) || Instant::now() > deadline {
             return n;
         }
@@ -158,7 +152,7 @@ fn idle_pooled_connection_is_closed_after_the_idle_timeout() {
     let c = client.clone();
     let u = url.clone();
     assert_eq!(rt.block_on(move || c.get(&u).unwrap().status()), 200);
-    // The client closes its idle connection; the server's connection fiber ends.
+    // The client closes its idle connection; the server closes its end.
     assert_eq!(connections(&server, |n| n == 0), 0);
     // And the next request opens a new one.
     assert_eq!(rt.block_on(move || client.get(&url).unwrap().status()), 200);

@@ -1,6 +1,7 @@
-//! Connection and handler fibers carry names that say which client (and, for a handler
-//! fiber, which request) they serve, so that `Server::dump_fibers` and a stack overflow
-//! report name them; `Builder::stack_size` sets their stack (issue 12, item 7).
+//! Handler fibers carry names that say which client and which request they serve, so that
+//! `Server::dump_fibers` and a stack overflow report name them; `Builder::stack_size` sets
+//! their stack (issue 12, item 7). Connections are tasks, not fibers (issue 17, item 2): they
+//! have no stack to name, and `Server::open_connections` counts them.
 
 mod common;
 
@@ -42,8 +43,10 @@ fn dump_names_connection_and_handler_fibers() {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    assert!(names.contains(&format!("spindle-http {me}")), "{names:?}");
     assert!(names.contains(&format!("spindle-http {me} POST /upload")), "{names:?}");
+    // The connection is a task: no fiber of its own, but counted.
+    assert!(!names.contains(&format!("spindle-http {me}")), "{names:?}");
+    assert_eq!(server.open_connections(), 1);
     release.store(true, Ordering::SeqCst);
     assert_eq!(read_response(&mut s, &mut Vec::new()).unwrap().text(), "done");
     server.shutdown();

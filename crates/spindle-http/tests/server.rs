@@ -208,7 +208,7 @@ fn async_handler_reads_the_body() {
 
 #[test]
 fn blocking_handler_parks_only_its_fiber() {
-    // /slow sleeps 300 ms (parking its connection fiber); /fast on another connection is
+    // /slow sleeps 300 ms (parking its handler fiber); /fast on another connection is
     // answered meanwhile, on the same single worker.
     let fast_done = Arc::new(AtomicUsize::new(0));
     let seen = fast_done.clone();
@@ -362,19 +362,34 @@ fn several_workers_share_the_port() {
 
 #[test]
 fn round_robin_deals_connections_to_every_worker() {
-    // Each handler reports its thread; 6 keep-alive connections over 3 workers.
+    // Connections are tasks that any free worker serves (issue 17, item 2): 3 requests whose
+    // handlers compute (never parking) until all 3 run at once can only finish if 3 workers
+    // serve them. Each reports its thread (or that it gave up waiting for the others).
+    let running = Arc::new(AtomicUsize::new(0));
+    let r = running.clone();
     let server = Server::builder()
         .workers(3)
-        .serve(local(), |_req: Request<Body>| Response::new(format!("{:?}", std::thread::current().id())))
+        .serve(local(), move |_req: Request<Body>| {
+            r.fetch_add(1, Ordering::SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while r.load(Ordering::SeqCst) < 3 {
+                if Instant::now() > deadline {
+                    return Response::new("gave up".to_owned());
+                }
+                std::hint::spin_loop();
+            }
+            Response::new(format!("{:?}", std::thread::current().id()))
+        })
         .unwrap();
     let addr = server.local_addr();
-    let mut conns: Vec<_> = (0..6).map(|_| connect(addr)).collect();
-    let mut threads = std::collections::HashSet::new();
+    let mut conns: Vec<_> = (0..3).map(|_| connect(addr)).collect();
     for s in &mut conns {
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        threads.insert(read_response(s, &mut Vec::new()).unwrap().text());
     }
+    let threads: std::collections::HashSet<_> =
+        conns.iter_mut().map(|s| read_response(s, &mut Vec::new()).unwrap().text()).collect();
     assert_eq!(threads.len(), 3, "connections on every worker: {threads:?}");
+    assert!(!threads.contains("gave up"), "{threads:?}");
     drop(conns);
     server.shutdown();
 }

@@ -57,17 +57,14 @@ fn https_server(cert_pem: &str, key_pem: &str) -> Server {
         .unwrap()
 }
 
-/// Waits (bounded: 5 s) until the server has no connection fiber left; returns what is left.
-fn connection_fibers_gone(server: &Server) -> Vec<String> {
+/// Waits (bounded: 5 s) until the server has no open connection and no fiber left; returns
+/// how many connections and which fibers are left.
+fn connections_gone(server: &Server) -> (usize, Vec<String>) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left: Vec<String> = server
-            .dump_fibers()
-            .into_iter()
-            .filter_map(|f| f.name)
-            .filter(|n| n.starts_with("spindle-http 127.0.0.1"))
-            .collect();
-        if left.is_empty() || Instant::now() > deadline {
+        let fibers: Vec<String> = server.dump_fibers().into_iter().filter_map(|f| f.name).collect();
+        let left = (server.open_connections(), fibers);
+        if (left.0 == 0 && left.1.is_empty()) || Instant::now() > deadline {
             return left;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -130,7 +127,7 @@ fn expired_certificate_fails_the_handshake_and_leaves_no_fiber() {
         Ok(()) => s.read(&mut [0u8; 64]).expect_err("the handshake must fail"),
     };
     assert!(err.to_string().contains("certificate expired"), "{err}");
-    assert_eq!(connection_fibers_gone(&server), Vec::<String>::new());
+    assert_eq!(connections_gone(&server), (0, Vec::<String>::new()));
     server.shutdown();
 }
 
@@ -148,6 +145,6 @@ fn handshake_that_never_finishes_is_cut_at_its_timeout() {
         res.is_ok() || res.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
         "closed by the server before the client's 20 s read timeout: {res:?}"
     );
-    assert_eq!(connection_fibers_gone(&server), Vec::<String>::new());
+    assert_eq!(connections_gone(&server), (0, Vec::<String>::new()));
     server.shutdown();
 }

@@ -41,7 +41,7 @@ pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> 
     } else {
         (Transport::Plain(stream), config.http2_prior_knowledge)
     };
-    let (io, _handle) = socket::new(transport, false, Default::default(), Vec::new());
+    let (io, _handle) = socket::new(transport, false, Vec::new());
     if h2 {
         handshake_h2(io, key, config, guard).await
     } else {

@@ -112,6 +112,41 @@ impl Builder {
         Ok(handle)
     }
 
+    /// Spawns the fiber on the current worker and, when called from an async task's poll,
+    /// runs it at once: `spawn_now` returns when the fiber first parks or finishes. A fiber
+    /// that did not park has finished by then, and its handle is ready (awaiting it takes
+    /// the result without waiting). For blocking-style work that a task hands to a fiber and
+    /// that often completes without waiting (a server's request handler): no queueing, and
+    /// no wake-up of the task when it does not park. Called from a fiber (or while the
+    /// runtime shuts down) it queues the fiber as [`Builder::spawn_local`] does: one fiber
+    /// cannot run another inside itself.
+    ///
+    /// The fiber starts on this worker and stays there, so `f` need not be `Send`. The
+    /// calling task's poll is suspended while the fiber runs, and other fibers of this
+    /// worker may run before the call returns (when the new fiber parks, the worker may
+    /// switch to them first): a fiber that computes for long holds up the calling task.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::spawn`].
+    ///
+    /// # Panics
+    ///
+    /// Outside a fiber or task of a spindle runtime.
+    pub fn spawn_now<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: Send + 'static,
+    {
+        let worker =
+            worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
+        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
+        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        worker.run_now(fiber);
+        Ok(handle)
+    }
+
     /// The worker chosen with [`Builder::worker`], if any.
     pub(crate) fn target_worker(&self) -> Option<usize> {
         self.worker

@@ -4,7 +4,13 @@
 //!
 //! - **One driver per worker.** Each worker has one [`Driver`] (in its `WorkerShared`): an epoll instance, an eventfd
 //!   registered level-triggered under [`WAKE_TOKEN`], and a slab of registrations. Only the
-//!   worker's thread waits on the epoll instance; any thread may register with it.
+//!   worker's thread blocks on the epoll instance; any thread may register with it.
+//! - **Read for a busy owner.** An idle worker may read another worker's epoll instance without
+//!   blocking ([`Driver::poll_for_owner`]) when that worker has not read it for a while (busy
+//!   in a long computation, or preempted by the kernel), and dispatches its socket events
+//!   itself: their tasks then run on the idle worker. Edge-triggered epoll reports each event
+//!   to one caller only, so an event is dispatched once whoever reads it; the wake-up eventfd
+//!   is left to its owner (it stays readable: level-triggered), so no remote wake-up is lost.
 //! - **Stale events are ignored.** A registration's epoll token is `(generation << 32) | index`. The slab bumps a slot's
 //!   generation when the registration is dropped, so an event that was already queued for a
 //!   closed socket (or one that reused its descriptor) finds a different generation and is
@@ -124,15 +130,36 @@ impl Driver {
     /// Waits for readiness (at most `timeout`; `None` = until something happens) and wakes
     /// the waiters of every ready registration. Returns how many registrations were ready.
     pub(crate) fn poll(&self, events: &mut Vec<Event>, timeout: Option<Duration>) -> stdio::Result<usize> {
+        self.wait(events, timeout)?;
+        Ok(self.dispatch(events, true))
+    }
+
+    /// The first half of [`poll`](Self::poll): waits for readiness and leaves the events in
+    /// `events` for [`dispatch`](Self::dispatch) (a worker that slept marks itself busy in
+    /// between, so that the wake-ups it dispatches do not count it as idle).
+    pub(crate) fn wait(&self, events: &mut Vec<Event>, timeout: Option<Duration>) -> stdio::Result<()> {
         events.clear();
-        let res = self.epoll.wait(events, timeout);
-        res?;
+        self.epoll.wait(events, timeout)
+    }
+
+    /// Reads this driver's readiness without blocking, on another worker's thread ("read for a
+    /// busy owner"), and wakes the waiters of the ready registrations. Returns how many.
+    pub(crate) fn poll_for_owner(&self, events: &mut Vec<Event>) -> stdio::Result<usize> {
+        self.wait(events, Some(Duration::ZERO))?;
+        Ok(self.dispatch(events, false))
+    }
+
+    /// The second half of [`poll`](Self::poll): wakes the waiters of the registrations in
+    /// `events`; the owner (`own`) also drains the wake-up eventfd. Returns how many were ready.
+    pub(crate) fn dispatch(&self, events: &[Event], own: bool) -> usize {
         let mut ready = Vec::with_capacity(events.len());
         {
             let slab = crate::lock::lock(&self.slab);
             for ev in events.iter() {
                 if ev.token == WAKE_TOKEN {
-                    self.wake_fd.drain();
+                    if own {
+                        self.wake_fd.drain();
+                    }
                     continue;
                 }
                 let slot = slab.slots.get((ev.token & 0xFFFF_FFFF) as usize);
@@ -147,7 +174,7 @@ impl Driver {
         for (io, bits) in ready {
             io.dispatch(bits);
         }
-        Ok(n)
+        n
     }
 
     /// Whether any descriptor is registered.

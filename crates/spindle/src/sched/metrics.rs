@@ -33,6 +33,11 @@ pub(crate) struct WorkerStats {
     pub(crate) running_fiber: AtomicU64,
     /// True while the worker sleeps in the reactor.
     pub(crate) sleeping: AtomicBool,
+    /// When the worker last read its own reactor (nanoseconds since the runtime started):
+    /// idle workers read it for it past `READ_FOR_OWNER_AFTER` (module `sched::worker::event_loop`).
+    pub(crate) reactor_read_at: AtomicU64,
+    /// Times this worker read another worker's reactor for it and found events.
+    pub(crate) reactor_reads_for_others: AtomicU64,
 }
 
 /// Adds `n` to a single-writer counter without a locked instruction.
@@ -64,6 +69,9 @@ pub struct WorkerMetrics {
     pub sleeps: u64,
     /// Times another thread's work woke or reached it (inbox drains).
     pub remote_wakeups: u64,
+    /// Times it read the reactor of another worker that had left its own unread (busy or
+    /// preempted) and found events there, whose tasks it then ran.
+    pub reactor_reads_for_others: u64,
     /// Time spent awake (running fibers, tasks and the loop itself) since the runtime started.
     pub busy: Duration,
     /// Started fibers that have not finished (parked or runnable) on this worker.
@@ -96,6 +104,7 @@ impl WorkerStats {
             steals: r(&self.steals),
             sleeps: r(&self.sleeps),
             remote_wakeups: r(&self.remote_wakeups),
+            reactor_reads_for_others: r(&self.reactor_reads_for_others),
             busy: started.elapsed().saturating_sub(slept),
             live_fibers: r(&self.parked_fibers),
         }
@@ -121,6 +130,7 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
         if last.len() != rt.workers.len() {
             last = vec![(u64::MAX, Instant::now(), false); rt.workers.len()];
         }
+        rescue_unread_reactors(&rt);
         for (w, seen) in rt.workers.iter().zip(last.iter_mut()) {
             let stats = &w.stats;
             let progress = stats.progress.load(Ordering::Relaxed);
@@ -152,6 +162,32 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                     ));
                 }
             }
+        }
+    }
+}
+
+/// How long a worker that is awake may leave its reactor unread before the watchdog wakes a
+/// sleeping worker to read it for it. Idle workers that saw another worker awake when they
+/// went to sleep look on their own (every `READ_FOR_OWNER_AFTER`); this covers the rest: all
+/// workers asleep, then one woke and got stuck (a handler computing for long).
+const RESCUE_AFTER: Duration = Duration::from_millis(10);
+
+/// Wakes one sleeping worker if some awake worker has left its reactor unread for longer
+/// than `RESCUE_AFTER`; the woken worker reads that reactor first thing in its idle path.
+fn rescue_unread_reactors(rt: &super::RuntimeShared) {
+    if rt.workers.len() < 2 {
+        return;
+    }
+    let now = u64::try_from(rt.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let limit = u64::try_from(RESCUE_AFTER.as_nanos()).unwrap_or(u64::MAX);
+    let stuck = rt.workers.iter().any(|w| {
+        !w.stats.sleeping.load(Ordering::Relaxed)
+            && w.driver.has_registrations()
+            && now.saturating_sub(w.stats.reactor_read_at.load(Ordering::Relaxed)) > limit
+    });
+    if stuck {
+        if let Some(sleeper) = rt.workers.iter().find(|w| w.stats.sleeping.load(Ordering::Relaxed)) {
+            sleeper.driver.force_wake();
         }
     }
 }

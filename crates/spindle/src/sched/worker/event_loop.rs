@@ -1,10 +1,17 @@
 //! The event loop of a worker: the scheduler context's loop, sleeping in the reactor when
 //! nothing is runnable, and the busy worker's periodic look at the reactor.
 //!
-//! Invariants: the module `sched::worker` doc's "shutdown reaches every fiber"; and **no
-//! sleep with work waiting**: before blocking in `epoll_wait` the worker announces itself
-//! idle, then looks at the injectors one last time (the runtime's placement invariants,
-//! module `sched::idle`, loom-checked), then at its inbox (module `reactor::sleep_gate`).
+//! Invariants: the module `sched::worker` doc's "shutdown reaches every fiber"; **no sleep
+//! with work waiting**: before blocking in `epoll_wait` the worker announces itself idle, then
+//! looks at the injectors one last time (the runtime's placement invariants, module
+//! `sched::idle`, loom-checked), then at its inbox (module `reactor::sleep_gate`); and **no
+//! reactor left unread while a worker idles**: a worker about to sleep first reads the
+//! reactor of any awake worker that has not read its own for `READ_FOR_OWNER_AFTER` (a long
+//! computation, or the kernel preempted it), and dispatches those events here (their tasks
+//! run here; their fibers go home through inboxes: reactor "read for a busy owner"); while
+//! another worker is awake it sleeps at most that long, so it looks again. The watchdog
+//! wakes a sleeping worker when an awake one has left its reactor unread for longer (the
+//! case where everyone slept, then one woke and got stuck).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -18,6 +25,11 @@ pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
 
 /// How long a worker must stay idle before it gives its cached stacks' pages back.
 const TRIM_AFTER_IDLE: Duration = Duration::from_millis(200);
+
+/// How long an awake worker may leave its reactor unread before an idle worker reads it for
+/// it ("no reactor left unread while a worker idles"): well under the kernel's 4 ms tick, so
+/// that the connections of a preempted worker do not wait for its next time slice.
+const READ_FOR_OWNER_AFTER: Duration = Duration::from_micros(500);
 
 impl Worker {
     /// Runs the scheduler context until shutdown is requested, then cancels what is left.
@@ -66,6 +78,10 @@ impl Worker {
         if self.has_runnable() {
             return;
         }
+        let others_awake = self.read_for_awake_workers();
+        if self.has_runnable() {
+            return;
+        }
         let next_timer = self.timers.next_deadline().map(|d| d.saturating_duration_since(now));
         let trim = self.pool.borrow().needs_trim();
         let timeout = match (next_timer, trim) {
@@ -73,6 +89,12 @@ impl Worker {
             (Some(t), false) => Some(t),
             (None, true) => Some(TRIM_AFTER_IDLE),
             (None, false) => None,
+        };
+        // Another worker is awake: look at its reactor again soon.
+        let timeout = match (timeout, others_awake) {
+            (Some(t), true) => Some(t.min(READ_FOR_OWNER_AFTER)),
+            (None, true) => Some(READ_FOR_OWNER_AFTER),
+            (t, false) => t,
         };
         let driver = &self.shared.driver;
         // Announce idleness, then look at the injectors one last time, then at the inbox.
@@ -96,14 +118,21 @@ impl Worker {
         let slept_from = Instant::now();
         let ready = {
             let mut events = self.events.borrow_mut();
-            self.dispatching.set(true);
-            let ready = driver.poll(&mut events, timeout).unwrap_or_else(|e| {
-                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
-                0
-            });
-            self.dispatching.set(false);
+            let waited = driver.wait(&mut events, timeout);
+            // Busy again before dispatching: a wake-up that queues tasks and looks for an
+            // idle worker to share them with must not find (and wake) this one.
             driver.end_sleep();
             self.rt.leave_idle(&self.shared);
+            self.note_reactor_read();
+            self.dispatching.set(true);
+            let ready = match waited {
+                Ok(()) => driver.dispatch(&events, true),
+                Err(e) => {
+                    crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
+                    0
+                }
+            };
+            self.dispatching.set(false);
             ready
         };
         let after = Instant::now();
@@ -145,5 +174,43 @@ impl Worker {
             }
             self.dispatching.set(false);
         }
+        self.note_reactor_read();
+    }
+
+    /// Publishes that this worker has just read its reactor.
+    fn note_reactor_read(&self) {
+        let now = u64::try_from(self.rt.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.shared.stats.reactor_read_at.store(now, Ordering::Relaxed);
+    }
+
+    /// Reads, for them, the reactors of the awake workers that have not read their own for
+    /// `READ_FOR_OWNER_AFTER` ("no reactor left unread while a worker idles"). Returns whether
+    /// another worker is awake.
+    fn read_for_awake_workers(&self) -> bool {
+        if self.rt.workers.len() < 2 {
+            return false;
+        }
+        let now = u64::try_from(self.rt.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let limit = u64::try_from(READ_FOR_OWNER_AFTER.as_nanos()).unwrap_or(u64::MAX);
+        let mut awake = false;
+        for other in self.rt.workers.iter().filter(|w| w.index != self.shared.index) {
+            let stats = &other.stats;
+            if stats.sleeping.load(Ordering::Relaxed) || other.shutdown.load(Ordering::Relaxed) {
+                continue;
+            }
+            awake = true;
+            let unread = now.saturating_sub(stats.reactor_read_at.load(Ordering::Relaxed));
+            if unread < limit || !other.driver.has_registrations() {
+                continue;
+            }
+            let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
+            let found = other.driver.poll_for_owner(&mut events).unwrap_or(0);
+            self.dispatching.set(false);
+            if found > 0 {
+                bump(&self.shared.stats.reactor_reads_for_others, 1);
+            }
+        }
+        awake
     }
 }

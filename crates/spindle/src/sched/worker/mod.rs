@@ -62,6 +62,12 @@
 //!   on uncancelled. Fibers that reach a worker's inbox after the worker exited (pinned spawns
 //!   from another worker still cancelling) are cancelled by `Runtime::drop` once every worker
 //!   has joined.
+//! - **A fiber started from a task's poll** (`run_now`, for `fiber::Builder::spawn_now`).
+//!   A task's poll runs in the scheduler context, so it may switch into a new fiber exactly
+//!   as the loop does; fibers that switch "to the scheduler context" then resume the poll
+//!   where it called `run_now`. Nothing else nests: tasks are polled only by `run_tasks`
+//!   (which the poll is inside of, and fibers never call), and `current` is `None` again
+//!   when the poll resumes ("one current fiber").
 //! - **LIFO slots.** The worker has one fiber slot and one task slot (module `lifo`). A fiber
 //!   that code running on this worker unparks (a send, a join completing, a lock released)
 //!   goes into the fiber slot; a task that code running here wakes (`IDLE → SCHEDULED`,

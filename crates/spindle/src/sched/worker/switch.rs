@@ -120,6 +120,18 @@ impl Worker {
         Some(sp)
     }
 
+    /// Starts a new fiber at once from an async task's poll ("a fiber started from a task's
+    /// poll", module doc), until it switches back to the scheduler context: when it parks or
+    /// finishes with nothing else runnable, or as soon as a task is queued (`switch_away`).
+    /// From a fiber, or once shutdown was seen, queues it instead.
+    pub(crate) fn run_now(&self, fiber: FiberRef) {
+        if self.in_fiber() || self.stopping.get() {
+            return self.queue_fiber(fiber, Queued::Back);
+        }
+        self.share_before_long_run();
+        self.resume_from_scheduler(fiber);
+    }
+
     /// From the scheduler context: switch into `fiber` until it switches back.
     pub(super) fn resume_from_scheduler(&self, fiber: FiberRef) {
         let Some(sp) = self.prepare(&fiber) else { return };

@@ -1,0 +1,53 @@
+//! The accept loop: a `Send` task per listener that accepts until shutdown and spawns each
+//! connection as a `Send` task of its own (module `conn`).
+//!
+//! Invariants:
+//!
+//! - **Any worker serves.** The accept and connection tasks are `Send`: whichever worker takes
+//!   them polls them (idle workers steal queued tasks). A socket's events are read by the
+//!   worker whose reactor it registered with, and, when that worker leaves its reactor unread
+//!   (a handler computing, or the kernel preempted it), by an idle worker, which then runs
+//!   the woken tasks itself (spindle's "no reactor left unread while a worker idles"). So a
+//!   busy worker holds up only the fiber or task it is running, not the accepts or the other
+//!   connections.
+//! - **Counted.** The loop and each connection hold an `ActiveGuard` until they end, so that
+//!   a graceful shutdown waits for them.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use spindle::net::TcpListener;
+
+use crate::handler::Respond;
+use crate::server::Shared;
+use crate::watch::ShutdownWatch;
+
+/// Accepts on `listener` until shutdown, spawning a task per connection.
+pub(crate) async fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>) {
+    let _active = shared.active.enter();
+    let mut watch = ShutdownWatch::new(&shared);
+    loop {
+        let accepted = poll_fn(|cx| {
+            if watch.poll(cx) {
+                return Poll::Ready(None);
+            }
+            listener.poll_accept(cx).map(Some)
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok((stream, peer))) => {
+                let active = shared.active.enter_connection();
+                let serve = crate::conn::serve_connection(stream, Some(peer), shared.clone(), active);
+                drop(spindle::task::spawn_async(serve));
+            }
+            Some(Err(e)) => {
+                // EMFILE, ENFILE, ENOBUFS...: the listener stays usable; back off a little.
+                log::warn!("spindle-http: accept failed: {e}");
+                spindle::time::sleep_future(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
