@@ -128,7 +128,6 @@ impl Worker {
         if self.in_fiber() || self.stopping.get() {
             return self.queue_fiber(fiber, Queued::Back);
         }
-        self.share_before_long_run();
         self.resume_from_scheduler(fiber);
     }
 

@@ -147,14 +147,6 @@ impl Worker {
         pinned.or_else(|| self.tasks.deque.pop()).map(|t| (t, false))
     }
 
-    /// Before this worker runs something that may take long (a fiber started from a task's
-    /// poll): with tasks queued behind it and a worker idle, wakes that worker to steal them.
-    pub(super) fn share_before_long_run(&self) {
-        if !self.tasks.deque.is_empty() && self.rt.has_idle_workers() {
-            self.rt.wake_one_idle();
-        }
-    }
-
     /// With runnable tasks left over and a worker idle, wakes that worker to steal some.
     #[inline]
     pub(super) fn share_tasks(&self) {
