@@ -231,13 +231,13 @@ impl Builder {
         self
     }
 
-    /// Stack size of the connection fibers and of the handler fibers spawned for requests
-    /// with a body (default spindle's, 256 KiB of address space, committed lazily: a fiber
-    /// costs the pages it touched, not this size). Blocking handlers run on this stack.
+    /// Stack size of the handler fibers, one per request of a blocking handler (default
+    /// spindle's, 256 KiB of address space, committed lazily: a fiber costs the pages it
+    /// touched, not this size).
     ///
     /// Size it for the deepest handler: a fiber that overflows its stack hits a guard page,
-    /// and spindle then prints which fiber overflowed (`spindle-http <peer>`, or
-    /// `spindle-http <peer> <method> <path>` for a handler fiber) and its stack size, and
+    /// and spindle then prints which fiber overflowed (`spindle-http <peer> <method> <path>`)
+    /// and its stack size, and
     /// **aborts the process**, the whole server with it. That is by design (spindle's
     /// soundness rule 3): a fault on a guard page cannot be recovered safely (the fiber's
     /// frames are corrupt, and unwinding them could run arbitrary code), as a thread's

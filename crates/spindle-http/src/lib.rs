@@ -1,10 +1,12 @@
 //! spindle-http: an HTTP/1.1 and HTTP/2 server and client on spindle fibers, with hyper 1.x
 //! as the protocol engine.
 //!
-//! Each connection runs in its own fiber, which drives hyper's `serve_connection` future
-//! with [`spindle::task::block_on`]. A handler is either a plain blocking function, called on
-//! that fiber (so it may use spindle's blocking channels, `sleep` and sockets: they park the
-//! fiber, not the worker), or an async function whose future the fiber polls.
+//! Each connection is a `Send` async task, which drives hyper's connection future and which
+//! any worker may poll between requests (an idle worker takes over the connections of a busy
+//! or preempted one). A handler is either a plain blocking function, called on a fiber of its
+//! own per request, started at once inside the task's poll (so it may use spindle's blocking
+//! channels, `sleep` and sockets: they park that fiber, not the worker or the connection), or
+//! an async function whose `Send` future the connection's task polls.
 //!
 //! ```no_run
 //! use spindle_http::{Body, Request, Response, Server};
@@ -24,9 +26,8 @@
 //!
 //! HTTP/2 is served on the same port (h2c by prior knowledge: a connection that opens with
 //! the HTTP/2 preface), with the same handlers and limits; [`Builder::http2`] turns it off.
-//! Under HTTP/2 a blocking handler always runs on a fiber of its own (the connection fiber
-//! drives every stream of the connection), and an async handler's future is polled by a
-//! task pinned to the connection's worker.
+//! Under HTTP/2 each stream is a task of its own, in which its blocking handler's fiber
+//! starts (or its async handler's future is polled).
 //!
 //! [`Client`] is the HTTP client (HTTP/1.1, HTTP/2, a connection pool), blocking style in
 //! fibers and futures in tasks; the `tls` feature adds HTTPS to both sides (`TlsConfig`).

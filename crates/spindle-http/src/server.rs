@@ -1,5 +1,5 @@
 //! [`Server`] and [`ShutdownHandle`]: a running server, its graceful shutdown, and the state
-//! its workers share (the shutdown flag with the wakers of the fibers that watch it, and the
+//! its workers share (the shutdown flag with the wakers of the tasks that watch it, and the
 //! count of live accept loops and connections that shutdown waits on).
 
 use std::collections::HashMap;
@@ -38,7 +38,7 @@ impl<H: Respond> Control for Shared<H> {
     }
 }
 
-/// The shutdown flag and the wakers of the fibers that watch it.
+/// The shutdown flag and the wakers of the tasks that watch it.
 #[derive(Default)]
 pub(crate) struct ShutdownState {
     triggered: AtomicBool,

@@ -3,7 +3,7 @@
 //!
 //! rustls is driven through `futures-rustls` over spindle's `TcpStream`, which implements the
 //! futures-io traits: the handshake and every record are plain futures polled by the
-//! connection fiber, so a TLS connection parks that fiber exactly as a plain one does, and
+//! connection's task, so a TLS connection waits exactly as a plain one does, and
 //! no TLS state machine code is written here (futures-rustls is the crate made for driving
 //! rustls's `Connection` over a poll-based socket; `tokio-rustls` is the same code for
 //! tokio's traits).
@@ -11,7 +11,7 @@
 //! Invariants:
 //!
 //! - **Bounded handshake**: the handshake runs under [`TlsConfig::handshake_timeout`] and
-//!   the server's shutdown; a client that never finishes it is disconnected and its fiber
+//!   the server's shutdown; a client that never finishes it is disconnected and its task
 //!   ends. A failed handshake (bad client hello, a client that rejects the certificate) ends
 //!   the connection with a `debug` log line; nothing is left waiting.
 //! - **Bounded buffers**: rustls's own plaintext send buffer has its default limit (64 KiB),
