@@ -12,7 +12,8 @@
 //! (`TokioExecutor`), hyper's HTTP/2 defaults otherwise.
 //!
 //! `--server spindle` (competitor `spindle`): spindle-http (hyper 1.x driven by one spindle
-//! fiber per connection, the handler a plain blocking function), one spindle runtime with
+//! task per connection, the handler a plain blocking function on a fiber per request), one
+//! spindle runtime with
 //! WORKERS worker threads (spindle-http's default Accept::RoundRobin; SPINDLE_HTTP_ACCEPT
 //! picks another design). spindle-http answers HTTP/1.1 and h2c prior knowledge on the same
 //! port whatever PROTOCOL says. `--no-header-timeout` turns off its header read
