@@ -158,8 +158,7 @@ pub(crate) async fn serve_connection<H: Respond>(
     let coalesce = config.pipeline_flush && proto == Proto::Http1;
     let (io, handle) = socket::new(transport, coalesce, replay);
     let origin = Origin::new(peer, config.stack_size, proto == Proto::Http2);
-    let service =
-        Service { local: shared.handler.local(), shared: shared.clone(), counters: state.clone(), origin };
+    let service = Service { shared: shared.clone(), counters: state.clone(), origin };
     let result = match proto {
         Proto::Http1 => {
             let mut conn = shared.http.serve_connection(io, service);

@@ -36,11 +36,7 @@ impl Drop for Busy {
 /// `Send`.
 pub(crate) trait Respond: Send + Sync + 'static {
     type Future: Future<Output = Response<Body>> + Send + 'static;
-    /// The handler as one connection holds it: what a request may clone without touching a
-    /// counter that every connection (on every worker) writes.
-    type Local: Send + Sync + 'static;
-    fn local(&self) -> Self::Local;
-    fn respond(&self, local: &Self::Local, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
+    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
 }
 
 /// A blocking handler: each call runs on a fiber of its own, so that the handler may park
@@ -63,17 +59,10 @@ where
     B: Into<Body>,
 {
     type Future = BlockingResponse<F>;
-    /// A per-connection reference to the shared handler: each request's fiber holds a clone,
-    /// so the reference count it bumps is the connection's, not one shared by all workers.
-    type Local = Arc<Arc<F>>;
 
-    fn local(&self) -> Self::Local {
-        Arc::new(self.0.clone())
-    }
-
-    fn respond(&self, local: &Self::Local, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
+    fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
         let name = origin.handler_name(&req);
-        let call = Call { handler: local.clone(), req, name, stack_size: origin.stack_size };
+        let call = Call { handler: self.0.clone(), req, name, stack_size: origin.stack_size };
         let state = if origin.http2 {
             State::Start(Box::new(call))
         } else {
@@ -88,7 +77,7 @@ where
 
 /// A handler call not started yet.
 pub(crate) struct Call<F> {
-    handler: Arc<Arc<F>>,
+    handler: Arc<F>,
     req: Request<Body>,
     name: String,
     stack_size: usize,
@@ -180,11 +169,8 @@ where
     B: Into<Body>,
 {
     type Future = CatchPanic<Fut>;
-    type Local = ();
 
-    fn local(&self) {}
-
-    fn respond(&self, _local: &(), req: Request<Body>, busy: Busy, _origin: &Origin) -> Self::Future {
+    fn respond(&self, req: Request<Body>, busy: Busy, _origin: &Origin) -> Self::Future {
         match catch_unwind(AssertUnwindSafe(|| (self.0)(req))) {
             Ok(future) => CatchPanic { future: Some(future), early: None, _busy: Some(busy) },
             Err(payload) => CatchPanic { future: None, early: Some(panicked(payload)), _busy: None },

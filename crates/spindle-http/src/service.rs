@@ -67,10 +67,8 @@ pub(crate) struct Counters {
     pub(crate) requests: AtomicU64,
 }
 
-pub(crate) struct Service<H: Respond> {
+pub(crate) struct Service<H> {
     pub(crate) shared: Arc<Shared<H>>,
-    /// The handler's per-connection part.
-    pub(crate) local: H::Local,
     pub(crate) counters: Arc<Counters>,
     pub(crate) origin: Origin,
 }
@@ -98,7 +96,7 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
                 Body::guarded(Guarded::new(body, body_limits, fault.clone()))
             }
         });
-        let inner = self.shared.handler.respond(&self.local, req, busy, &self.origin);
+        let inner = self.shared.handler.respond(req, busy, &self.origin);
         ResponseFuture::Handler { inner, fault, http2 }
     }
 }

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// How long the computing fiber spins at most: reached only if the read is held up.
