@@ -239,7 +239,7 @@ impl Builder {
     /// and spindle then prints which fiber overflowed (`spindle-http <peer> <method> <path>`)
     /// and its stack size, and
     /// **aborts the process**, the whole server with it. That is by design (spindle's
-    /// soundness rule 3): a fault on a guard page cannot be recovered safely (the fiber's
+    /// soundness rule "guard pages"): a fault on a guard page cannot be recovered safely (the fiber's
     /// frames are corrupt, and unwinding them could run arbitrary code), as a thread's
     /// overflow aborts in Rust. Larger stacks cost only address space until touched.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
