@@ -333,7 +333,7 @@ impl Spawn for Spindle {
         async move {
             match task.await {
                 Ok(out) => out,
-                Err(payload) => std::panic::resume_unwind(payload),
+                Err(err) => std::panic::resume_unwind(err.into_panic()),
             }
         }
     }
@@ -378,7 +378,7 @@ fn on_spindle(suite: impl Future<Output = Result<()>> + Send + 'static, rt: spin
     drop(rt);
     match result {
         Ok(out) => out,
-        Err(payload) => std::panic::resume_unwind(payload),
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
     }
 }
 
