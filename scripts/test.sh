@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, every test, the examples, gRPC interop with grpc-go, the
-# loom models, ASan over spindle's tests and a smoke run of the
-# tournament (--quick: every suite in seconds; peers that are not installed get a row saying
-# why). Run from anywhere: `bash scripts/test.sh`.
+# The test command: formatting, lints (also of the Rust peers' workspace), the docs without a
+# broken link, every test, the examples, gRPC interop with grpc-go, the loom models, a smoke
+# run of the tournament (--quick: every suite in seconds; peers that are not installed get a
+# row saying why), the aarch64 cross-check and spindle's tests under ASan and TSan.
+# Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,12 @@ cargo fmt --all --check
 
 step "cargo clippy --all-targets --all-features -- -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "the Rust peers' own workspace (bench/peers/rust): fmt and clippy -D warnings"
+(cd bench/peers/rust && cargo fmt --all --check && cargo clippy --workspace --all-targets -- -D warnings)
+
+step "cargo doc --all-features (RUSTDOCFLAGS=-D warnings: no broken intra-doc link)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps
 
 step "cargo test --all-features"
 cargo test --workspace --all-features

@@ -38,10 +38,10 @@ pub struct Args {
     /// Only run this competitor; repeat for several (default: all).
     #[arg(long = "competitor", value_name = "NAME")]
     pub competitors: Vec<String>,
-    /// Where results.jsonl, REPORT.md and charts/ go [default: <repo>/target/tournament].
+    /// Where results.jsonl, REPORT.md and charts/ go [default: target/tournament in the repository].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Where the manifests are (<lang>/<suite>.peer.toml) [default: <repo>/bench/peers].
+    /// Where the manifests are (LANG/SUITE.peer.toml) [default: bench/peers in the repository].
     #[arg(long, value_name = "DIR")]
     pub peers_dir: Option<PathBuf>,
     /// Seconds of each measured wrk run in the http suite [default: 5, or 1 with --quick].

@@ -1,7 +1,7 @@
 //! The tournament from start to end: discover, set up, run, aggregate, write.
 //!
 //! Per selected suite, in order: the suite's manifests are set up (a failure becomes "could
-//! not run" rows), the ready competitors run per [`crate::run`], their runs are aggregated,
+//! not run" rows), the ready competitors run per [`mod@crate::run`], their runs are aggregated,
 //! and the suite's lines are appended to `results.jsonl` at once, so an interrupted tournament
 //! keeps the suites it finished. `REPORT.md` and the charts are written at the end.
 //!
@@ -77,9 +77,31 @@ impl Config {
     }
 }
 
+/// Fails on a `--competitor` name that neither a manifest nor a suite knows: a typo would
+/// otherwise select nothing and write a report of empty rows.
+fn check_competitor_names(names: &[String], discovery: &Discovery) -> Result<()> {
+    let mut known: Vec<&str> =
+        discovery.manifests.iter().flat_map(|m| m.competitors.iter()).map(|c| c.name.as_str()).collect();
+    known.extend(Suite::ALL.iter().flat_map(|s| s.expected().iter().copied()));
+    known.sort_unstable();
+    known.dedup();
+    let unknown: Vec<&str> = names.iter().map(String::as_str).filter(|n| !known.contains(n)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no manifest or suite knows the competitor{} {}; known: {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        known.join(", ")
+    )
+}
+
 /// Runs the tournament.
 pub fn run(config: &Config) -> Result<Outcome> {
     let ui = if config.progress { Ui::stderr() } else { Ui::hidden() };
+    let discovery = manifest::discover(&config.peers_dir);
+    check_competitor_names(&config.competitors, &discovery)?;
     fs::create_dir_all(&config.out).with_context(|| format!("cannot create {}", config.out.display()))?;
     let charts_dir = config.out.join("charts");
     remove_old_charts(&charts_dir);
@@ -89,19 +111,11 @@ pub fn run(config: &Config) -> Result<Outcome> {
     );
     let date = report::now_utc();
     let machine = Machine::probe();
-    let discovery = manifest::discover(&config.peers_dir);
     let mut manifest_errors = Vec::new();
     for broken in discovery.broken.iter().filter(|b| b.suite.is_none()) {
         let line = format!("{}: {}", broken.path.display(), broken.error);
         ui.log(&format!("unusable manifest {line}"));
         manifest_errors.push(line);
-    }
-    for name in &config.competitors {
-        let known = discovery.manifests.iter().any(|m| m.competitors.iter().any(|c| &c.name == name))
-            || Suite::ALL.iter().any(|s| s.expected().contains(&name.as_str()));
-        if !known {
-            ui.log(&format!("warning: no manifest or suite knows a competitor named `{name}`"));
-        }
     }
     let mut installer = Installer::new(config.install);
     let mut toolchains = Vec::new();

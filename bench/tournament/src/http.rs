@@ -27,7 +27,7 @@
 //!
 //! The `client_keepalive` case is not driven here: the competitor's `client` command (manifest
 //! `client = [...]`) starts its own server, measures its HTTP client and prints the JSON line
-//! (`req_per_s`), as the other suites' peers do ([`crate::run`]).
+//! (`req_per_s`), as the other suites' peers do ([`mod@crate::run`]).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};

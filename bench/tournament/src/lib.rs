@@ -7,7 +7,7 @@
 //! - [`cli`]: flags → [`Config`];
 //! - [`manifest`]: `bench/peers/<lang>/<suite>.peer.toml` → [`manifest::Manifest`];
 //! - [`setup`]: tools (apt), setup, build and version of each manifest;
-//! - [`run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
+//! - [`mod@run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
 //!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite);
 //! - [`aggregate`]: runs → median/min/max rows, the `results.jsonl` schema;
 //! - [`model`]: the report's data ([`model::Entry`], [`model::SuiteReport`], [`model::View`], …);

@@ -243,6 +243,24 @@ fn only_spindle_failures_fail_the_tournament() {
 }
 
 #[test]
+fn an_unknown_competitor_name_is_an_error_before_anything_runs() {
+    let tmp = TempDir::new("unknown");
+    let peers = scenario(&tmp.0, false);
+    let out = tmp.0.join("out");
+    let mut cfg = config(peers, out.clone());
+    // `spindle` and `tokio` are known (a suite expects them, a manifest names them), the
+    // misspelt one is not.
+    cfg.competitors = vec!["spindle".into(), "tokoi".into(), "tokio".into()];
+    let err = tournament::run(&cfg).expect_err("a misspelt competitor must not run an empty tournament");
+    let msg = format!("{err:#}");
+    assert!(msg.contains("competitor `tokoi`"), "{msg}");
+    assert!(msg.contains("known: ") && msg.contains("tokio"), "{msg}");
+    assert!(!out.join("results.jsonl").exists(), "nothing is written before the names are checked");
+    cfg.competitors = vec!["spindle".into(), "tokio".into()];
+    assert_eq!(tournament::run(&cfg).unwrap().exit_code, 0);
+}
+
+#[test]
 fn a_suite_without_spindle_shows_a_slot_and_succeeds() {
     let tmp = TempDir::new("slot");
     let peers = tmp.0.join("peers");

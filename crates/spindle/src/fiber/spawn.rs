@@ -39,7 +39,7 @@ impl Builder {
         Builder::default()
     }
 
-    /// Names the fiber; the name shows in [`Fiber::name`] and in the stack overflow message.
+    /// Names the fiber; the name shows in [`Fiber::name`](super::Fiber::name) and in the stack overflow message.
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = Some(name.into());
         self
@@ -178,7 +178,7 @@ impl Builder {
 ///
 /// # Panics
 ///
-/// Outside a fiber of a spindle runtime (use [`Runtime::spawn`] there), and when no stack can
+/// Outside a fiber of a spindle runtime (use [`Runtime::spawn`](crate::Runtime::spawn) there), and when no stack can
 /// be mapped (out of memory or of mappings), as `std::thread::spawn` panics when it cannot
 /// start a thread; [`Builder::spawn`] returns that error instead.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
