@@ -160,6 +160,35 @@ fn idle_pooled_connection_is_closed_after_the_idle_timeout() {
 }
 
 #[test]
+fn idle_http2_connection_is_closed_after_the_idle_timeout_but_not_while_a_stream_is_open() {
+    let server = echo_server();
+    let addr = server.local_addr();
+    let client =
+        Client::builder().http2_prior_knowledge(true).idle_timeout(Duration::from_millis(100)).build();
+    let rt = runtime();
+    let c = client.clone();
+    let held = rt.block_on(move || {
+        assert_eq!(c.get(&format!("http://{addr}/")).unwrap().into_body().text().unwrap(), "HTTP/2.0");
+        // A response whose body is not read yet keeps its stream, and so the connection, in use
+        // for longer than the idle timeout.
+        let held = c.get(&format!("http://{addr}/bytes/{}", 1 << 20)).unwrap();
+        spindle::time::sleep(Duration::from_millis(400));
+        held
+    });
+    assert_eq!(server.open_connections(), 1, "closed while a stream was open");
+    let len = rt.block_on(move || held.into_body().bytes().unwrap().len());
+    assert_eq!(len, 1 << 20);
+    // The last stream ended: the client closes the idle connection, the server its end.
+    assert_eq!(connections(&server, |n| n == 0), 0);
+    // And the next request opens a new one.
+    let url = format!("http://{addr}/");
+    assert_eq!(rt.block_on(move || client.get(&url).unwrap().into_body().text().unwrap()), "HTTP/2.0");
+    assert_eq!(connections(&server, |n| n == 1), 1);
+    drop(rt);
+    server.shutdown();
+}
+
+#[test]
 fn timeouts_and_connect_errors_are_reported_by_kind() {
     let server = Server::builder()
         .serve("127.0.0.1:0", |_req: Request<Body>| {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::pool::{Conn, IdleFlag, OpenGuard};
+use crate::client::pool::{Conn, IdleFlag, Lease, OpenGuard};
 use crate::client::{ClientConfig, Error, ErrorKind, Key};
 use crate::exec::LocalExec;
 use crate::socket::{self, Io, Transport};
@@ -55,7 +55,7 @@ async fn handshake_h1(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard
         .handshake(io)
         .await
         .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/1.1 handshake with {key}"), e))?;
-    let idle = Arc::new(IdleFlag::default());
+    let idle = Arc::new(IdleFlag::lent_once());
     spawn_driver(conn, idle.clone(), config.idle_timeout, guard);
     Ok(Conn::H1 { sender, idle })
 }
@@ -66,9 +66,9 @@ async fn handshake_h2(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard
         .handshake(io)
         .await
         .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/2 handshake with {key}"), e))?;
-    let idle = Arc::new(IdleFlag::default());
+    let idle = Arc::new(IdleFlag::lent_once());
     spawn_driver(conn, idle.clone(), config.idle_timeout, guard);
-    Ok(Conn::H2 { sender, idle })
+    Ok(Conn::H2 { sender, lease: Lease(idle) })
 }
 
 /// Runs hyper's connection future until it ends or the pool's idle timer expires it.

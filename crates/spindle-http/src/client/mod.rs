@@ -32,7 +32,7 @@ use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response, Uri, Version};
 
 use crate::{Body, BoxError};
-use pool::{Checkout, Conn, IdleFlag, Pool};
+use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
 
 /// Where a pooled connection goes: scheme, host and port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -178,7 +178,8 @@ impl ClientBuilder {
         self
     }
 
-    /// How long an HTTP/1.1 connection may stay idle in the pool before it is closed.
+    /// How long a pooled connection (HTTP/1.1, or the shared HTTP/2 one once its last stream
+    /// ended) may stay idle before it is closed.
     pub fn idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.config.idle_timeout = timeout;
         self
@@ -378,33 +379,46 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
                 .send_request(req)
                 .await
                 .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
-            let giveback =
-                GiveBack { pool: inner.pool.clone(), key, max_idle: config.max_idle_per_host, sender, idle };
+            let giveback = GiveBack::H1 {
+                pool: inner.pool.clone(),
+                key,
+                max_idle: config.max_idle_per_host,
+                sender,
+                idle,
+            };
             Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))))
         }
-        Conn::H2 { mut sender, .. } => {
+        Conn::H2 { mut sender, lease } => {
             *req.version_mut() = Version::HTTP_2;
             let res = sender
                 .send_request(req)
                 .await
                 .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
-            Ok(res.map(|body| PooledBody::wrap(body, None)))
+            Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease)))))
         }
     }
 }
 
-/// An HTTP/1.1 connection to give back to the pool when its response body ends.
-struct GiveBack {
-    pool: Arc<Pool>,
-    key: Key,
-    max_idle: usize,
-    sender: hyper::client::conn::http1::SendRequest<Body>,
-    idle: Arc<IdleFlag>,
+/// What a response body gives back to the pool when it ends: its HTTP/1.1 connection, or
+/// its share of the HTTP/2 one. (Dropped before the end, an HTTP/1.1 connection is closed
+/// instead, as it may still carry unread body bytes; an HTTP/2 lease is given back.)
+enum GiveBack {
+    H1 {
+        pool: Arc<Pool>,
+        key: Key,
+        max_idle: usize,
+        sender: hyper::client::conn::http1::SendRequest<Body>,
+        idle: Arc<IdleFlag>,
+    },
+    H2(Lease),
 }
 
 impl GiveBack {
     fn give(self) {
-        self.pool.put(&self.key, self.sender, self.idle, self.max_idle);
+        match self {
+            GiveBack::H1 { pool, key, max_idle, sender, idle } => pool.put(&key, sender, idle, max_idle),
+            GiveBack::H2(lease) => drop(lease),
+        }
     }
 }
 

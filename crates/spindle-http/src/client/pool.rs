@@ -9,14 +9,19 @@
 //!   connection's driver task owns (or the failed connect drops). It never exceeds
 //!   `max_connections_per_host`; a checkout that finds no idle connection and no free slot
 //!   waits (its waker is queued) until a slot is released or a connection comes back.
-//! - **Idle handover**: an HTTP/1.1 connection is either lent (its request in flight, its
-//!   response body not finished) or idle in its host's list. [`IdleFlag`] decides, under its
-//!   own lock, between a checkout taking it and the driver expiring it after `idle_timeout`:
-//!   exactly one wins. An expired connection's driver ends, dropping hyper's connection
-//!   (the socket closes) and the slot.
+//! - **Idle handover**: a connection is lent while at least one exchange uses it (its
+//!   request in flight or its response body not finished) and idle otherwise. [`IdleFlag`]
+//!   counts the lenders and decides, under its own lock, between a checkout taking the
+//!   connection and the driver expiring it after `idle_timeout` of being idle: exactly one
+//!   wins. An expired connection's driver ends, dropping hyper's connection (the socket
+//!   closes) and the slot. An HTTP/1.1 connection has at most one lender and waits in its
+//!   host's idle list between exchanges; the shared HTTP/2 one has one per open stream, each
+//!   a [`Lease`] that gives its share back when dropped (the response body ended or was
+//!   dropped, or the exchange failed).
 //! - **HTTP/2**: one connection per host is shared by every request (streams multiplex);
 //!   while it is being opened, other checkouts for the host wait for it instead of opening
-//!   their own.
+//!   their own. An expired or closed one is forgotten by the next checkout, which opens
+//!   another.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,7 +35,7 @@ use crate::Body;
 /// A connection lent to one request.
 pub(crate) enum Conn {
     H1 { sender: hyper::client::conn::http1::SendRequest<Body>, idle: Arc<IdleFlag> },
-    H2 { sender: hyper::client::conn::http2::SendRequest<Body>, idle: Arc<IdleFlag> },
+    H2 { sender: hyper::client::conn::http2::SendRequest<Body>, lease: Lease },
 }
 
 #[derive(Default)]
@@ -78,8 +83,9 @@ impl Pool {
         let mut hosts = lock(&self.hosts);
         let host = hosts.entry(key.clone()).or_default();
         if let Some((sender, idle)) = &host.h2 {
-            if !sender.is_closed() {
-                return Poll::Ready(Checkout::Reuse(Conn::H2 { sender: sender.clone(), idle: idle.clone() }));
+            if !sender.is_closed() && idle.take() {
+                let lease = Lease(idle.clone());
+                return Poll::Ready(Checkout::Reuse(Conn::H2 { sender: sender.clone(), lease }));
             }
             host.h2 = None;
         }
@@ -100,10 +106,10 @@ impl Pool {
 
     /// Records a new HTTP/2 connection as the host's shared one.
     pub(crate) fn set_h2(&self, key: &Key, conn: &Conn) {
-        if let Conn::H2 { sender, idle } = conn {
+        if let Conn::H2 { sender, lease } = conn {
             let mut hosts = lock(&self.hosts);
             let host = hosts.entry(key.clone()).or_default();
-            host.h2 = Some((sender.clone(), idle.clone()));
+            host.h2 = Some((sender.clone(), lease.0.clone()));
             host.opening_h2 = false;
             host.wake_all();
         }
@@ -128,6 +134,15 @@ impl Pool {
     }
 }
 
+/// One exchange's share of the shared HTTP/2 connection, given back when dropped.
+pub(crate) struct Lease(pub(crate) Arc<IdleFlag>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 /// One open-connection slot of a host; dropping it frees the slot and wakes the waiters.
 pub(crate) struct OpenGuard {
     pool: Arc<Pool>,
@@ -148,31 +163,47 @@ impl Drop for OpenGuard {
     }
 }
 
-/// Who owns an HTTP/1.1 connection between requests: lent, idle since an instant, or
-/// expired by its driver (see the module doc).
-#[derive(Default)]
+/// Who holds a connection: lent to some exchanges, idle since an instant, or expired by its
+/// driver (see the module doc, "idle handover").
 pub(crate) struct IdleFlag {
     state: Mutex<IdleState>,
 }
 
-#[derive(Default)]
 struct IdleState {
+    /// Exchanges using the connection (HTTP/1.1: 0 or 1).
+    lent: usize,
+    /// Set when `lent` drops to 0, cleared when it rises.
     idle_since: Option<Instant>,
     expired: bool,
     driver: Option<Waker>,
 }
 
 impl IdleFlag {
-    /// A checkout takes the connection; false if its driver expired it first.
-    fn take(&self) -> bool {
-        let mut s = lock(&self.state);
-        s.idle_since = None;
-        !s.expired
+    /// The flag of a new connection, lent to the exchange that opened it.
+    pub(crate) fn lent_once() -> IdleFlag {
+        IdleFlag { state: Mutex::new(IdleState { lent: 1, idle_since: None, expired: false, driver: None }) }
     }
 
-    /// The connection goes idle now; its driver starts the idle timer.
+    /// A checkout takes (a share of) the connection; false if its driver expired it first.
+    fn take(&self) -> bool {
+        let mut s = lock(&self.state);
+        if s.expired {
+            return false;
+        }
+        s.lent += 1;
+        s.idle_since = None;
+        true
+    }
+
+    /// An exchange gives its share back; with the last one the connection goes idle now and
+    /// its driver starts the idle timer.
     fn release(&self) {
         let mut s = lock(&self.state);
+        debug_assert!(s.lent > 0, "a pooled connection released more often than taken");
+        s.lent = s.lent.saturating_sub(1);
+        if s.lent > 0 {
+            return;
+        }
         s.idle_since = Some(Instant::now());
         if let Some(w) = s.driver.take() {
             w.wake();
