@@ -189,6 +189,43 @@ fn idle_http2_connection_is_closed_after_the_idle_timeout_but_not_while_a_stream
 }
 
 #[test]
+fn send_futures_run_in_send_tasks_that_any_worker_may_poll() {
+    let server = echo_server();
+    let addr = server.local_addr();
+    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+    for h2 in [false, true] {
+        let client = Client::builder().http2_prior_knowledge(h2).build();
+        // `spawn_async` takes only `Send` futures: these tasks may be stolen by either worker
+        // between two polls, while the connections they use stay with the worker that opened
+        // them.
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let client = client.clone();
+                rt.spawn_async(async move {
+                    let mut bodies = Vec::new();
+                    for _ in 0..3 {
+                        let req = Request::post(format!("http://{addr}/len"))
+                            .body(Body::from(vec![7u8; i]))
+                            .unwrap();
+                        let res = client.send(req).await.unwrap();
+                        bodies.push(
+                            http_body_util::BodyExt::collect(res.into_body()).await.unwrap().to_bytes(),
+                        );
+                    }
+                    bodies
+                })
+            })
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            let bodies = task.join().unwrap();
+            assert_eq!(bodies, vec![Bytes::from(i.to_string()); 3], "h2 = {h2}");
+        }
+    }
+    drop(rt);
+    server.shutdown();
+}
+
+#[test]
 fn timeouts_and_connect_errors_are_reported_by_kind() {
     let server = Server::builder()
         .serve("127.0.0.1:0", |_req: Request<Body>| {

@@ -298,9 +298,10 @@ impl Client {
     }
 
     /// Sends `req` (an absolute URL); the future resolves to the response once its head has
-    /// arrived. For async tasks: the future is not `Send` (a new connection's socket wrapper
-    /// is worker-local), so poll it on one worker, in a `spindle::task::spawn_local` task or
-    /// with `spindle::task::block_on`.
+    /// arrived. For async tasks: the future is `Send`, so a `spindle::task::spawn_async` task that
+    /// any worker may poll can await it. A connection it opens stays with the worker that
+    /// opened it (its driver is a task pinned there); requests from other workers reach it
+    /// through hyper's channel.
     pub fn send<B: Into<Body>>(
         &self,
         req: Request<B>,
