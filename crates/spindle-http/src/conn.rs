@@ -140,47 +140,141 @@ async fn handshake<H>(
 }
 
 /// Serves one accepted connection to its end (the body of the connection's task), counted
-/// by `_active` until then.
-pub(crate) async fn serve_connection<H: Respond>(
+/// by `active` until then.
+///
+/// Two phases, so that the long one does not carry the short one's state: an async fn keeps
+/// its arguments for its whole life (rustc does not reuse their room), and every idle
+/// connection pays for what its task keeps. Opening owns the stream until it becomes the
+/// socket; then hyper's connection is built (synchronously) and handed to the serving phase,
+/// which uses it in place.
+pub(crate) fn serve_connection<H: Respond>(
     stream: TcpStream,
     peer: Option<SocketAddr>,
     shared: Arc<Shared<H>>,
-    _active: ConnectionGuard,
-) {
-    let shared = &shared;
-    let config = &shared.config;
-    if config.nodelay {
-        let _ = stream.set_nodelay(true);
-    }
-    let Some((transport, proto, replay)) = open(stream, peer, shared).await else { return };
-    let state = Arc::new(Counters::default());
-    // HTTP/2 frames are batched by h2 itself: no coalescing there.
-    let coalesce = config.pipeline_flush && proto == Proto::Http1;
-    let (io, handle) = socket::new(transport, coalesce, replay);
-    let origin = Origin::new(peer, config.stack_size, proto == Proto::Http2);
-    let service = Service { shared: shared.clone(), counters: state.clone(), origin };
-    let result = match proto {
-        Proto::Http1 => {
-            let mut conn = shared.http.serve_connection(io, service);
-            let result = drive(&mut conn, |c| c.graceful_shutdown(), &handle, &state, shared).await;
-            drop(conn);
-            result
-        }
-        Proto::Http2 => {
-            // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one, and the
-            // largest state is what every connection task allocates, idle ones included.
-            let mut conn = Box::pin(shared.http2.serve_connection(io, service));
-            drive(&mut conn, |c| c.get_mut().as_mut().graceful_shutdown(), &handle, &state, shared).await
+    active: ConnectionGuard,
+) -> impl Future<Output = ()> + Send + 'static {
+    let opening = {
+        let shared = shared.clone();
+        async move {
+            if shared.config.nodelay {
+                let _ = stream.set_nodelay(true);
+            }
+            open(stream, peer, &shared).await
         }
     };
-    if let Some(Err(e)) = result {
-        if error_status(&e).is_some() {
-            // hyper wrote its 400/431 response (drained by `drive`); close gently.
-            if let Some(stream) = handle.into_stream() {
-                lingering_close(stream).await;
+    Phases::Opening {
+        fut: opening,
+        then: Some(move |opened: Option<(Transport, Proto, Vec<u8>)>| {
+            let serving = opened.map(|(transport, proto, replay)| {
+                // HTTP/2 frames are batched by h2 itself: no coalescing there.
+                let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
+                let (io, handle) = socket::new(transport, coalesce, replay);
+                let counters = Arc::new(Counters::default());
+                let origin = Origin::new(peer, shared.config.stack_size, proto == Proto::Http2);
+                let service = Service { shared: shared.clone(), counters: counters.clone(), origin };
+                let conn = match proto {
+                    Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
+                    // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one,
+                    // and the largest state is what every connection task allocates, idle
+                    // ones included.
+                    Proto::Http2 => HyperConn::Http2(Box::pin(shared.http2.serve_connection(io, service))),
+                };
+                Serving { conn, handle, counters }
+            });
+            serve(serving, shared, active)
+        }),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future that runs `A`, then the future `then` makes of `A`'s output: the state of
+    /// `A` is dropped before the second one starts, and the two share their memory.
+    #[project = PhasesProj]
+    enum Phases<A, F, B> {
+        Opening { #[pin] fut: A, then: Option<F> },
+        Serving { #[pin] fut: B },
+    }
+}
+
+impl<A, F, B> Future for Phases<A, F, B>
+where
+    A: Future,
+    F: FnOnce(A::Output) -> B,
+    B: Future<Output = ()>,
+{
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if let PhasesProj::Opening { fut, then } = self.as_mut().project() {
+            let Poll::Ready(out) = fut.poll(cx) else { return Poll::Pending };
+            let then = then.take().expect("the opening phase finishes once");
+            let next = then(out);
+            self.set(Phases::Serving { fut: next });
+        }
+        match self.project() {
+            PhasesProj::Serving { fut } => fut.poll(cx),
+            PhasesProj::Opening { .. } => unreachable!("the serving phase was just set"),
+        }
+    }
+}
+
+/// hyper's connection future for either protocol.
+enum HyperConn<H: Respond> {
+    Http1(hyper::server::conn::http1::Connection<socket::Io, Service<H>>),
+    Http2(Pin<Box<hyper::server::conn::http2::Connection<socket::Io, Service<H>, crate::exec::TaskExec>>>),
+}
+
+impl<H: Respond> HyperConn<H> {
+    fn graceful_shutdown(&mut self) {
+        match self {
+            HyperConn::Http1(c) => Pin::new(c).graceful_shutdown(),
+            HyperConn::Http2(c) => c.as_mut().graceful_shutdown(),
+        }
+    }
+}
+
+impl<H: Respond> Future for HyperConn<H> {
+    type Output = Result<(), hyper::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            HyperConn::Http1(c) => Pin::new(c).poll(cx),
+            HyperConn::Http2(c) => c.as_mut().poll(cx),
+        }
+    }
+}
+
+/// What the serving phase starts from.
+struct Serving<H: Respond> {
+    conn: HyperConn<H>,
+    handle: socket::IoHandle,
+    counters: Arc<Counters>,
+}
+
+/// The serving phase: hyper's connection driven to its end. An async block, not an async
+/// fn: an async fn moves its arguments into locals and keeps both copies, while the block
+/// uses what it captured in place, so the task holds hyper's connection once.
+fn serve<H: Respond>(
+    mut serving: Option<Serving<H>>,
+    shared: Arc<Shared<H>>,
+    active: ConnectionGuard,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let Some(Serving { conn, handle, counters }) = &mut serving else { return };
+        match drive(conn, handle, counters, &shared).await {
+            Some(Err(e)) if error_status(&e).is_some() => {
+                // hyper wrote its 400/431 response (drained by `drive`); close gently, in a
+                // task of its own: this rare state would otherwise add its room to every
+                // connection task. It keeps the connection counted until the close ends.
+                if let Some(stream) = serving.take().and_then(|s| s.handle.into_stream()) {
+                    drop(spindle::task::spawn_async(async move {
+                        let _active = active;
+                        lingering_close(stream).await
+                    }));
+                }
             }
-        } else {
-            log::debug!("spindle-http: connection error: {e}");
+            Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
+            _ => {}
         }
     }
 }
@@ -188,16 +282,12 @@ pub(crate) async fn serve_connection<H: Respond>(
 /// Drives hyper's connection future `conn` until it ends, the connection has been idle for
 /// `idle_timeout`, or shutdown closes it; drains the coalescing buffer each time hyper has
 /// done all it can (see `socket.rs`). `None`: closed by the driver.
-async fn drive<C, H>(
-    conn: &mut C,
-    graceful: impl Fn(Pin<&mut C>),
+async fn drive<H: Respond>(
+    conn: &mut HyperConn<H>,
     handle: &socket::IoHandle,
     state: &Counters,
     shared: &Shared<H>,
-) -> Option<Result<(), hyper::Error>>
-where
-    C: Future<Output = Result<(), hyper::Error>> + Unpin,
-{
+) -> Option<Result<(), hyper::Error>> {
     // The idle timer fires every `idle_timeout`; the connection closes when a whole period
     // passed with no progress and no handler running (so after 1 to 2 periods of idleness).
     let mut idle = shared.config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
@@ -216,7 +306,7 @@ where
                 if state.requests.load(Ordering::Relaxed) == 0 {
                     return Poll::Ready(None);
                 }
-                graceful(Pin::new(&mut *conn));
+                conn.graceful_shutdown();
             }
             if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
                 finished = Some(r);
@@ -303,7 +393,7 @@ mod tests {
         let stream = TcpStream::from_std(accepted).unwrap();
         let task = serve_connection(stream, Some(peer), shared.clone(), shared.active.enter_connection());
         let size = std::mem::size_of_val(&task);
-        assert!(size <= 1280, "a connection task's state takes {size} bytes");
+        assert!(size <= 960, "a connection task's state takes {size} bytes");
         drop((task, client));
     }
 }
