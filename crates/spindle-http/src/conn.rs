@@ -218,7 +218,9 @@ where
     }
 }
 
-/// hyper's connection future for either protocol.
+/// hyper's connection future for either protocol. The HTTP/1 one inline (every connection
+/// task has room for it anyway), the larger HTTP/2 one boxed (see above).
+#[allow(clippy::large_enum_variant)]
 enum HyperConn<H: Respond> {
     Http1(hyper::server::conn::http1::Connection<socket::Io, Service<H>>),
     Http2(Pin<Box<hyper::server::conn::http2::Connection<socket::Io, Service<H>, crate::exec::TaskExec>>>),
@@ -254,6 +256,7 @@ struct Serving<H: Respond> {
 /// The serving phase: hyper's connection driven to its end. An async block, not an async
 /// fn: an async fn moves its arguments into locals and keeps both copies, while the block
 /// uses what it captured in place, so the task holds hyper's connection once.
+#[allow(clippy::manual_async_fn)]
 fn serve<H: Respond>(
     mut serving: Option<Serving<H>>,
     shared: Arc<Shared<H>>,
