@@ -68,6 +68,7 @@ struct Failure {
 
 impl CallState {
     /// Whether the client side was dropped before the call ended ("cancelled means the client left").
+    #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)
     }
@@ -105,6 +106,7 @@ impl CallState {
     }
 
     /// The request side's failure, if any: one atomic load while there is none.
+    #[inline]
     fn failure(&self) -> Option<Status> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
@@ -158,6 +160,7 @@ impl End {
     }
 
     /// The request side's failure, if any ("the request side failing ends the call").
+    #[inline]
     pub(crate) fn failure(&self) -> Option<Status> {
         self.state.as_ref()?.failure()
     }

@@ -66,6 +66,7 @@ impl Driver {
 
     /// Polls a streaming response for its next message, into `message`. `None` at the end of
     /// the stream (then [`Driver::trailers`] and [`Driver::finish`]) or after the call ended.
+    #[inline]
     pub(crate) fn poll_next(
         &mut self,
         cx: &mut Context<'_>,
@@ -108,6 +109,7 @@ impl Driver {
     }
 
     /// Whether the call has ended.
+    #[inline]
     pub(crate) fn is_finished(&self) -> bool {
         self.handler.is_none()
     }
@@ -125,6 +127,7 @@ impl Driver {
         limit::respec(status)
     }
 
+    #[inline]
     fn failure(&self) -> Option<Status> {
         self.end.as_ref().and_then(End::failure)
     }
