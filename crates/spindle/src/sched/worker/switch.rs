@@ -33,27 +33,25 @@ impl Worker {
     /// The running fiber, if a fiber is running.
     #[inline]
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
-        let fiber = self.current.take();
-        let copy = fiber.clone();
-        self.current.set(fiber);
-        copy
+        self.with_current(|f| f.cloned())
     }
 
-    /// Runs `f` on the running fiber's header (`None` in the scheduler context).
+    /// Runs `f` on the running fiber (`None` in the scheduler context), borrowing it in place.
+    /// `f` must not reach `current` again (none of this module's closures touch the worker).
     #[inline]
     fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
-        let fiber = self.current.take();
-        let r = f(fiber.as_ref());
-        self.current.set(fiber);
-        r
+        // SAFETY: `current` is owner-only ("owner-only state": we are on the worker's thread),
+        // and it is not written while `f` runs: `f` only reads the fiber (callers above and
+        // below), and no switch happens inside it.
+        f(unsafe { (*self.current.as_ptr()).as_ref() })
     }
 
     /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
     fn run_current(&self) {
         let cell: *const FiberCell<dyn Stage> =
             self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
-        // SAFETY: the registry holds a reference to this started fiber until it finishes ("the
-        // registry keeps parked fibers alive"), so the cell outlives this call; no RefCell
+        // SAFETY: the fiber's run reference lives until it is recycled, after this call
+        // returns ("a started fiber owns itself"), so the cell outlives this call; no RefCell
         // borrow is held while the user's closure runs.
         let cell = unsafe { &*cell };
         if let Some(why) = cell.header.cancellation() {
