@@ -5,8 +5,8 @@
 //! scheduler context into a fiber (`resume_from_scheduler`), or from a fiber straight to the
 //! next runnable one or back to the scheduler context (`switch_away`).
 //!
-//! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "the
-//! registry keeps parked fibers alive" and "recycled off its own stack"; the fiber's park word
+//! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "a
+//! started fiber owns itself" and "recycled off its own stack"; the fiber's park word
 //! is module `park`'s (loom-checked); `park_current` is its one use on the worker side.
 
 use std::io;
@@ -111,7 +111,7 @@ impl Worker {
         header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let slot = self.registry.borrow_mut().insert(fiber.clone());
+        let slot = self.registry.borrow_mut().insert(Arc::as_ptr(fiber));
         header.slot.set(slot);
         bump(&self.shared.stats.fibers_started, 1);
         self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
@@ -236,6 +236,8 @@ impl Worker {
             }
             self.registry.borrow_mut().remove(done.header.slot.get());
             self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+            // The run reference goes last, once the registry no longer points at the cell.
+            drop(done);
         }
     }
 
@@ -278,8 +280,9 @@ impl Worker {
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
-        // The registry keeps the fiber alive while parked.
-        drop(me);
+        // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
+        // owns itself"), which takes it back with `park::unpark` or `claim_parked`.
+        std::mem::forget(me);
         self.switch_away(save, header, None);
         self.check_cancel();
     }
