@@ -220,15 +220,15 @@ impl ParkState {
     }
 
     /// Called by the fiber itself, running: consumes a pending permit or becomes `PARKED`.
+    /// One compare-exchange: the word is `IDLE` or `NOTIFIED` here (only the fiber enters
+    /// `PARKED`, and it is running).
     pub(crate) fn park(&self) -> Park {
-        if self.0.compare_exchange(NOTIFIED, IDLE, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-            return Park::Return;
-        }
         match self.0.compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => Park::Suspend,
             Err(_) => {
-                // An unpark slipped in (IDLE -> NOTIFIED; the failed exchange acquired it).
-                // Only the fiber leaves NOTIFIED, so a plain store consumes the permit.
+                // A permit is pending (IDLE -> NOTIFIED, before or during this call; the failed
+                // exchange acquired it). Only the fiber leaves NOTIFIED, so a plain store
+                // consumes the permit.
                 self.0.store(IDLE, Ordering::Relaxed);
                 Park::Return
             }
