@@ -112,9 +112,11 @@ impl Header {
 
     /// Records the worker that starts the fiber. Called once, by that worker, on the first run.
     pub(crate) fn set_owner(&self, owner: &Arc<WorkerShared>) {
+        // Not a swap: only the one worker that popped the unstarted fiber from a queue starts
+        // it ("owner-only fields"), so nobody else writes the word; others only read it.
+        assert!(self.owner.load(Ordering::Relaxed).is_null(), "fiber started twice");
         let raw = Arc::into_raw(owner.clone()).cast_mut();
-        let prev = self.owner.swap(raw, Ordering::Release);
-        assert!(prev.is_null(), "fiber started twice");
+        self.owner.store(raw, Ordering::Release);
     }
 
     /// The worker that started the fiber, if it has started.

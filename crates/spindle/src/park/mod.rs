@@ -23,6 +23,8 @@
 //! - **One rescheduler.** Of all the parties that unpark a parked fiber, exactly one (the one
 //!   whose compare-exchange moves it out of `PARKED`) queues it again, and only on the worker
 //!   that owns it: started fibers never change thread (soundness rule "fibers stay home").
+//!   That party also takes over the fiber's run reference, which the fiber forgot when it
+//!   parked (module `sched::worker`, "a started fiber owns itself"): a wake-up clones nothing.
 //! - **Hand-over.** Acquire/release on every transition of the park word: what the unparker
 //!   wrote before `unpark` is visible to the fiber after it returns from `park`.
 //!
@@ -99,7 +101,11 @@ impl Waiter {
 pub(crate) fn unpark(fiber: &FiberRef) {
     if fiber.header.park.unpark() {
         // We moved it PARKED -> IDLE: queueing it is our duty (one rescheduler), on its owner.
-        worker::reschedule(fiber.clone());
+        // SAFETY: a parked fiber forgot its run reference for its one rescheduler, which we
+        // now are (module `sched::worker`, "a started fiber owns itself"); `fiber` is a
+        // reference to the same cell, so its pointer is that reference's.
+        let run_ref = unsafe { FiberRef::from_raw(FiberRef::as_ptr(fiber)) };
+        worker::reschedule(run_ref);
     }
 }
 
@@ -214,15 +220,15 @@ impl ParkState {
     }
 
     /// Called by the fiber itself, running: consumes a pending permit or becomes `PARKED`.
+    /// One compare-exchange: the word is `IDLE` or `NOTIFIED` here (only the fiber enters
+    /// `PARKED`, and it is running).
     pub(crate) fn park(&self) -> Park {
-        if self.0.compare_exchange(NOTIFIED, IDLE, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-            return Park::Return;
-        }
         match self.0.compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => Park::Suspend,
             Err(_) => {
-                // An unpark slipped in (IDLE -> NOTIFIED; the failed exchange acquired it).
-                // Only the fiber leaves NOTIFIED, so a plain store consumes the permit.
+                // A permit is pending (IDLE -> NOTIFIED, before or during this call; the failed
+                // exchange acquired it). Only the fiber leaves NOTIFIED, so a plain store
+                // consumes the permit.
                 self.0.store(IDLE, Ordering::Relaxed);
                 Park::Return
             }

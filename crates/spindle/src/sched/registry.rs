@@ -1,21 +1,31 @@
 //! The registry of a worker's started, unfinished fibers: a slab, so that insertion and
 //! removal are O(1) and a fiber remembers its slot (`Header::slot`).
 //!
-//! Owned by one worker and touched only from its thread. It keeps parked fibers alive (no one
-//! else may hold them) and lets shutdown find them to cancel them.
+//! Owned by one worker and touched only from its thread. It lets shutdown and the fiber dump
+//! find the started fibers, parked ones included.
+//!
+//! # Invariants
+//!
+//! - **Entries borrow the run reference.** An entry is a plain pointer, not a counted
+//!   reference: it borrows the fiber's *run reference* (module `sched::worker`, "a started
+//!   fiber owns itself"), which is released only when the fiber is recycled, and recycling
+//!   removes the entry first. So every pointer in the registry is to a live cell.
 
-use crate::fiber::control::FiberRef;
+use crate::fiber::control::{FiberCell, Stage};
+
+/// A registered fiber: a pointer to its cell (see "entries borrow the run reference").
+pub(crate) type FiberPtr = *const FiberCell<dyn Stage>;
 
 #[derive(Default)]
 pub(crate) struct Registry {
-    slots: Vec<Option<FiberRef>>,
+    slots: Vec<Option<FiberPtr>>,
     free: Vec<usize>,
     len: usize,
 }
 
 impl Registry {
     /// Stores a fiber and returns its slot.
-    pub(crate) fn insert(&mut self, fiber: FiberRef) -> usize {
+    pub(crate) fn insert(&mut self, fiber: FiberPtr) -> usize {
         self.len += 1;
         match self.free.pop() {
             Some(slot) => {
@@ -30,16 +40,17 @@ impl Registry {
         }
     }
 
-    /// Drops the fiber in `slot`.
-    pub(crate) fn remove(&mut self, slot: usize) -> Option<FiberRef> {
+    /// Forgets the fiber in `slot`.
+    pub(crate) fn remove(&mut self, slot: usize) -> Option<FiberPtr> {
         let fiber = self.slots.get_mut(slot)?.take()?;
         self.free.push(slot);
         self.len -= 1;
         Some(fiber)
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &FiberRef> {
-        self.slots.iter().flatten()
+    /// The registered fibers, valid until the next fiber is recycled.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = FiberPtr> + '_ {
+        self.slots.iter().flatten().copied()
     }
 
     /// Number of started, unfinished fibers.

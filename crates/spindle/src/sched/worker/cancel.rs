@@ -1,11 +1,13 @@
 //! Shutdown of one worker: every task and fiber left is cancelled, on this thread.
 //!
-//! Invariants: the module `sched::worker` doc's "shutdown reaches every fiber", and module
+//! Invariants: the module `sched::worker` doc's "shutdown reaches every fiber" and "a
+//! started fiber owns itself" (claiming a parked fiber hands us its run reference), and module
 //! `task`'s "exactly one canceller" (a task's claim makes a second cancel a no-op).
 
 use super::Worker;
 use crate::error::{CancelReason, Cancelled};
 use crate::fiber::control::FiberRef;
+use crate::sched::registry::FiberPtr;
 
 impl Worker {
     /// Cancels the tasks in this worker's queues and live list, and those in the task
@@ -42,15 +44,20 @@ impl Worker {
                     fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled::SHUTDOWN));
                 }
             }
-            let parked: Vec<FiberRef> = self.registry.borrow().iter().cloned().collect();
+            let parked: Vec<FiberPtr> = self.registry.borrow().iter().collect();
             if parked.is_empty() && !progressed && !self.has_runnable() {
                 break;
             }
             for fiber in parked {
-                let header = &fiber.header;
+                // SAFETY: a registered pointer is to a live cell (module `sched::registry`,
+                // "entries borrow the run reference"), and no fiber runs or is recycled
+                // during this loop.
+                let header = unsafe { &(*fiber).header };
                 if header.park.claim_parked() {
                     header.set_cancelled(CancelReason::Shutdown);
-                    self.fibers.push_back(fiber);
+                    // SAFETY: we moved it out of `PARKED`: as its one rescheduler we own the
+                    // run reference it forgot when it parked ("a started fiber owns itself").
+                    self.fibers.push_back(unsafe { FiberRef::from_raw(fiber) });
                 }
                 // Otherwise it is runnable and queued (or about to be): the loop gets it.
             }

@@ -60,7 +60,8 @@ impl Worker {
     /// cross-thread hop) or while every worker is busy; otherwise in the injector, waking an
     /// idle worker.
     pub(crate) fn place_new(&self, fiber: FiberRef) {
-        if !fiber.header.pinned && self.rt.has_idle_workers() && !self.fibers.queue.borrow().is_empty() {
+        // The local checks first: the idle set is shared by all workers.
+        if !fiber.header.pinned && !self.fibers.queue.borrow().is_empty() && self.rt.has_idle_workers() {
             self.rt.inject_fiber(fiber);
         } else {
             self.queue_fiber(fiber, Queued::Back);

@@ -43,9 +43,18 @@
 //! - **Fibers stay home.** A started fiber belongs to exactly one worker (`Header::owner`) and
 //!   is resumed only by it: a remote wake-up goes through the owner's inbox. A fiber is in at
 //!   most one queue at a time, and only while it is runnable (park word `IDLE`).
-//! - **The registry keeps parked fibers alive.** It holds a reference to every started,
-//!   unfinished fiber, so a parked fiber's stack lives until the fiber is resumed, or
-//!   cancelled at shutdown.
+//! - **A started fiber owns itself.** From its first run until it is recycled, a started
+//!   fiber's cell has one counted reference that stands for the fiber itself, its *run
+//!   reference* (the one its spawner queued). It moves, never cloned: `current` holds it while
+//!   the fiber runs, a run queue, the LIFO slot or the owner's inbox while it is runnable,
+//!   `finished` once it is done. While the fiber is parked (park word `PARKED`) nobody holds
+//!   it: `park_current` forgets it, and the one rescheduler (module `park`'s "one
+//!   rescheduler": the unparker whose compare-exchange moves the word out of `PARKED`, or
+//!   shutdown's `claim_parked`) takes it back and queues it. So a parked fiber's cell and
+//!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
+//!   their references. The registry (module `sched::registry`) only points at started fibers
+//!   (for shutdown and the dump), and recycling removes that pointer before it drops the run
+//!   reference. A spawn thus costs no reference count beyond the join handle's.
 //! - **Recycled off its own stack.** A fiber that finished is recycled (stack back to the
 //!   pool, registry entry dropped) by whichever context runs next, right after the switch.
 //! - **Where tasks wait.** Async tasks (module `task`) wait in the worker's stealable queue
@@ -210,6 +219,11 @@ impl Worker {
         self.registry
             .borrow()
             .iter()
+            .map(|f| {
+                // SAFETY: a registered pointer is to a live cell (module `sched::registry`,
+                // "entries borrow the run reference"); nothing is recycled while we iterate.
+                unsafe { &*f }
+            })
             .map(|f| FiberInfo {
                 id: f.header.id,
                 name: f.header.name.as_deref().map(str::to_owned),
@@ -222,5 +236,27 @@ impl Worker {
     /// Whether anything is runnable here: a fiber, a task, or remote work in the inbox.
     fn has_runnable(&self) -> bool {
         self.fibers.has_runnable() || self.tasks.has_queued() || self.shared.driver.has_remote_work()
+    }
+}
+
+impl Drop for Worker {
+    /// Normally the registry is empty here (`cancel_all` ran every fiber to its end). If the
+    /// loop was left early (the worker thread is unwinding), the parked fibers left are taken
+    /// out of `PARKED`, so that no later unpark sends them to this gone worker, and their run
+    /// references are dropped: the cell is freed once its other references go (its stack is
+    /// leaked then, module `fiber::control`). Runnable ones are dropped with their queues.
+    fn drop(&mut self) {
+        let parked: Vec<_> = self.registry.get_mut().iter().collect();
+        for fiber in parked {
+            // SAFETY: a registered pointer is to a live cell ("entries borrow the run
+            // reference"); nothing runs or is recycled any more.
+            let header = unsafe { &(*fiber).header };
+            if header.park.claim_parked() {
+                // SAFETY: we moved the fiber out of `PARKED`, so we are its one rescheduler and
+                // own the run reference it forgot when it parked ("a started fiber owns
+                // itself").
+                drop(unsafe { FiberRef::from_raw(fiber) });
+            }
+        }
     }
 }

@@ -5,8 +5,8 @@
 //! scheduler context into a fiber (`resume_from_scheduler`), or from a fiber straight to the
 //! next runnable one or back to the scheduler context (`switch_away`).
 //!
-//! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "the
-//! registry keeps parked fibers alive" and "recycled off its own stack"; the fiber's park word
+//! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "a
+//! started fiber owns itself" and "recycled off its own stack"; the fiber's park word
 //! is module `park`'s (loom-checked); `park_current` is its one use on the worker side.
 
 use std::io;
@@ -33,27 +33,25 @@ impl Worker {
     /// The running fiber, if a fiber is running.
     #[inline]
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
-        let fiber = self.current.take();
-        let copy = fiber.clone();
-        self.current.set(fiber);
-        copy
+        self.with_current(|f| f.cloned())
     }
 
-    /// Runs `f` on the running fiber's header (`None` in the scheduler context).
+    /// Runs `f` on the running fiber (`None` in the scheduler context), borrowing it in place.
+    /// `f` must not reach `current` again (none of this module's closures touch the worker).
     #[inline]
     fn with_current<R>(&self, f: impl FnOnce(Option<&FiberRef>) -> R) -> R {
-        let fiber = self.current.take();
-        let r = f(fiber.as_ref());
-        self.current.set(fiber);
-        r
+        // SAFETY: `current` is owner-only ("owner-only state": we are on the worker's thread),
+        // and it is not written while `f` runs: `f` only reads the fiber (callers above and
+        // below), and no switch happens inside it.
+        f(unsafe { (*self.current.as_ptr()).as_ref() })
     }
 
     /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
     fn run_current(&self) {
         let cell: *const FiberCell<dyn Stage> =
             self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
-        // SAFETY: the registry holds a reference to this started fiber until it finishes ("the
-        // registry keeps parked fibers alive"), so the cell outlives this call; no RefCell
+        // SAFETY: the fiber's run reference lives until it is recycled, after this call
+        // returns ("a started fiber owns itself"), so the cell outlives this call; no RefCell
         // borrow is held while the user's closure runs.
         let cell = unsafe { &*cell };
         if let Some(why) = cell.header.cancellation() {
@@ -113,7 +111,7 @@ impl Worker {
         header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let slot = self.registry.borrow_mut().insert(fiber.clone());
+        let slot = self.registry.borrow_mut().insert(Arc::as_ptr(fiber));
         header.slot.set(slot);
         bump(&self.shared.stats.fibers_started, 1);
         self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
@@ -238,6 +236,8 @@ impl Worker {
             }
             self.registry.borrow_mut().remove(done.header.slot.get());
             self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+            // The run reference goes last, once the registry no longer points at the cell.
+            drop(done);
         }
     }
 
@@ -280,14 +280,26 @@ impl Worker {
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
-        // The registry keeps the fiber alive while parked.
-        drop(me);
+        // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
+        // owns itself"), which takes it back with `park::unpark` or `claim_parked`.
+        std::mem::forget(me);
         self.switch_away(save, header, None);
         self.check_cancel();
     }
 
     /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
+    /// Inlined: after every yield and park, the common answer is one relaxed load.
+    #[inline]
     pub(crate) fn check_cancel(&self) {
+        if self.with_current(|f| f.is_some_and(|f| f.header.is_cancelled())) {
+            self.unwind_cancelled();
+        }
+    }
+
+    /// The cancelled half of [`check_cancel`](Self::check_cancel).
+    #[cold]
+    #[inline(never)]
+    fn unwind_cancelled(&self) {
         let cancelled = self.with_current(|f| {
             let f = f?;
             let why = f.header.cancellation()?;
