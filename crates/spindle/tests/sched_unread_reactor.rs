@@ -1,6 +1,8 @@
-//! A worker that leaves its reactor unread (a fiber computing without parking, or the kernel
-//! preempting the thread) does not hold up the sockets registered there: an idle worker reads
-//! that reactor for it and runs the woken tasks itself (issue 17, item 2).
+//! A worker that computes without parking (or that the kernel preempted) does not hold up a
+//! task's socket: the task's socket is in the runtime's shared task reactor, which the idle
+//! worker watches, so the idle worker receives the event and runs the task itself (issue 17,
+//! item 2). (Sockets registered with a worker's own reactor are read for a busy owner by an
+//! idle worker: `reactor_reads_for_others`.)
 
 use std::future::poll_fn;
 use std::io::Write;
@@ -22,8 +24,8 @@ fn a_computing_worker_does_not_hold_up_its_sockets() {
     let read_done = Arc::new(AtomicBool::new(false));
     let first_poll_on: Arc<Mutex<Option<String>>> = Arc::default();
     let (reg, done, first) = (registered.clone(), read_done.clone(), first_poll_on.clone());
-    // Worker 0: a fiber spawns the reading task (it lands on worker 0's queue, whose reactor
-    // its socket then registers with), waits until the task is waiting, then computes.
+    // Worker 0: a fiber spawns the reading task (it lands on worker 0's queue, and its socket
+    // registers with the shared task reactor), waits until the task is waiting, then computes.
     let spinner = spindle::fiber::Builder::new()
         .worker(0)
         .spawn_on(&rt, move || {
@@ -68,9 +70,5 @@ fn a_computing_worker_does_not_hold_up_its_sockets() {
     let (released, reader) = spinner.join().unwrap();
     assert!(released, "the read completed while worker 0 computed");
     assert_eq!(rt.block_on(reader).unwrap(), 5);
-    if first_poll_on.lock().unwrap().as_deref() == Some("unread-0") {
-        // The socket was worker 0's: worker 1 read that reactor for it.
-        let reads: u64 = rt.metrics().iter().map(|m| m.reactor_reads_for_others).sum();
-        assert!(reads > 0, "{:?}", rt.metrics());
-    }
+    assert!(first_poll_on.lock().unwrap().is_some());
 }

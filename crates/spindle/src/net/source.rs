@@ -29,47 +29,49 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use crate::reactor::io::{Direction, ScheduledIo};
+use crate::reactor::Driver;
 use crate::sched::caller::{blocking_caller, Caller};
-use crate::sched::worker::{self, WorkerShared};
+use crate::sched::worker;
 
-/// A socket's readiness state and the worker whose driver delivers its events (its *home*).
+/// A socket's readiness state and the driver that delivers its events (its *home*: a
+/// worker's, or the runtime's shared task reactor).
 struct Registration {
     io: Arc<ScheduledIo>,
     /// The current home, read on the way to every park; points into `homes`.
-    home: AtomicPtr<WorkerShared>,
+    home: AtomicPtr<Driver>,
     /// The current home's token, and every home this socket ever had (the last is current).
     /// Kept alive so that `home` never dangles; changed only by [`Registration::rehome`].
-    homes: Mutex<(u64, Vec<Arc<WorkerShared>>)>,
+    homes: Mutex<(u64, Vec<Arc<Driver>>)>,
 }
 
 impl Registration {
-    fn new(io: Arc<ScheduledIo>, token: u64, worker: Arc<WorkerShared>) -> Registration {
-        let home = AtomicPtr::new(Arc::as_ptr(&worker).cast_mut());
-        Registration { io, home, homes: Mutex::new((token, vec![worker])) }
+    fn new(io: Arc<ScheduledIo>, token: u64, driver: Arc<Driver>) -> Registration {
+        let home = AtomicPtr::new(Arc::as_ptr(&driver).cast_mut());
+        Registration { io, home, homes: Mutex::new((token, vec![driver])) }
     }
 
     /// Whether the home's runtime has shut down: nothing polls its driver any more, so a
     /// waiter registered there would never be woken.
     fn home_shut_down(&self) -> bool {
-        // SAFETY: `home` always points to a worker held by `homes`, which keeps every home this
+        // SAFETY: `home` always points to a driver held by `homes`, which keeps every home this
         // registration ever had alive until the registration is dropped.
         let home = unsafe { &*self.home.load(Ordering::Acquire) };
-        home.shutdown.load(Ordering::Acquire)
+        home.is_closed()
     }
 
-    /// Moves the socket's events to `worker`'s driver, if its home's runtime has shut down.
-    fn rehome(&self, fd: std::os::fd::RawFd, worker: &Arc<WorkerShared>) -> io::Result<()> {
+    /// Moves the socket's events to `driver`, if its home's runtime has shut down.
+    fn rehome(&self, fd: std::os::fd::RawFd, driver: &Arc<Driver>) -> io::Result<()> {
         let mut homes = crate::lock::lock(&self.homes);
         let (token, list) = &mut *homes;
         let current = list.last().expect("a registration has a home");
-        if !current.shutdown.load(Ordering::Acquire) {
+        if !current.is_closed() {
             return Ok(()); // another thread moved it first
         }
-        let new_token = worker.driver.register_io(fd, self.io.clone())?;
-        current.driver.deregister(*token);
+        let new_token = driver.register_io(fd, self.io.clone())?;
+        current.deregister(*token);
         *token = new_token;
-        list.push(worker.clone());
-        self.home.store(Arc::as_ptr(worker).cast_mut(), Ordering::Release);
+        list.push(driver.clone());
+        self.home.store(Arc::as_ptr(driver).cast_mut(), Ordering::Release);
         Ok(())
     }
 
@@ -77,7 +79,7 @@ impl Registration {
     fn deregister(&self) {
         let homes = crate::lock::lock(&self.homes);
         if let Some(home) = homes.1.last() {
-            home.driver.deregister(homes.0);
+            home.deregister(homes.0);
         }
     }
 }
@@ -190,14 +192,20 @@ impl IoSource {
                 // A worker that is shutting down itself keeps the old home: its fibers are
                 // being cancelled, and the wait ends with that.
                 if !worker.shared.shutdown.load(Ordering::Acquire) {
-                    reg.rehome(self.socket.as_raw_fd(), &worker.shared)?;
+                    reg.rehome(self.socket.as_raw_fd(), &worker.shared.driver)?;
                 }
             }
             return Ok(Some(reg));
         }
         let Some(worker) = worker::current() else { return Ok(None) };
-        let owner = worker.shared.clone();
-        let (io, token) = owner.driver.register(self.socket.as_raw_fd())?;
+        // A task's socket goes to the shared task reactor, if the runtime has one, so that
+        // whichever worker is idle receives its events; a fiber's stays with its worker,
+        // where the fiber lives ("task sockets share one reactor", module `reactor`).
+        let owner = match &worker.rt.io {
+            Some(shared) if !worker.in_fiber() => shared.driver.clone(),
+            _ => worker.shared.driver.clone(),
+        };
+        let (io, token) = owner.register(self.socket.as_raw_fd())?;
         if let Err(reg) = self.registration.set(Registration::new(io, token, owner.clone())) {
             // Another thread registered first (the socket is shared): undo ours.
             reg.deregister();

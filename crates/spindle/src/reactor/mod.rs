@@ -5,6 +5,13 @@
 //! - **One driver per worker.** Each worker has one [`Driver`] (in its `WorkerShared`): an epoll instance, an eventfd
 //!   registered level-triggered under [`WAKE_TOKEN`], and a slab of registrations. Only the
 //!   worker's thread blocks on the epoll instance; any thread may register with it.
+//! - **Task sockets share one reactor.** A runtime with two or more workers also has a shared
+//!   task reactor (module `shared_io`): a socket first waited on by a task registers there,
+//!   a fiber's socket with its worker. Each worker's epoll instance holds the shared one
+//!   under [`SHARED_TOKEN`], one-shot and disarmed; the one sleeping worker that watches it
+//!   arms it, and whoever sees `SHARED_TOKEN` (or busy-polls) reads the shared reactor and
+//!   runs the woken tasks itself. So a connection's next request goes to an idle worker,
+//!   not to the busy one that happened to register its socket.
 //! - **Read for a busy owner.** An idle worker may read another worker's epoll instance without
 //!   blocking ([`Driver::poll_for_owner`]) when that worker has not read it for a while (busy
 //!   in a long computation, or preempted by the kernel), and dispatches its socket events
@@ -22,12 +29,13 @@
 //! - **Timers are the worker's.** The timer wheel is owned by the worker's thread (it lives in `Worker`, module `sched::worker::timers`, not here).
 
 pub(crate) mod io;
+pub(crate) mod shared_io;
 pub(crate) mod sleep_gate;
 pub(crate) mod wheel;
 
 use std::io as stdio;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +45,9 @@ use sleep_gate::SleepGate;
 
 /// The token of the wake-up eventfd (no registration has generation `u32::MAX` in use).
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
+/// The token under which a worker's epoll instance watches the runtime's shared task
+/// reactor ("task sockets share one reactor"; generation `u32::MAX` again, index below it).
+pub(crate) const SHARED_TOKEN: u64 = u64::MAX - 1;
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -59,6 +70,9 @@ pub(crate) struct Driver {
     slab: Mutex<Slab>,
     /// Live registrations: a busy worker skips its non-blocking poll when there are none.
     registrations: AtomicUsize,
+    /// Set when nothing polls this driver any more (its worker, or for the shared task
+    /// reactor every worker, has shut down): "a socket never waits on a dead home".
+    closed: AtomicBool,
 }
 
 impl Driver {
@@ -72,7 +86,31 @@ impl Driver {
             sleeping: SleepGate::new(),
             slab: Mutex::new(Slab::default()),
             registrations: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
         })
+    }
+
+    /// Adds `shared`, the runtime's shared task reactor, to this (worker's) epoll instance,
+    /// disarmed: see [`arm_shared`](Self::arm_shared).
+    pub(crate) fn add_shared(&self, shared: &Driver) -> stdio::Result<()> {
+        self.epoll.add_disarmed(shared.epoll.raw(), SHARED_TOKEN)
+    }
+
+    /// Arms the watch on `shared` once: a wait on this driver then returns (with
+    /// `SHARED_TOKEN`) when `shared` has events ready, and the watch disarms itself. Only
+    /// the worker that watches the shared reactor for everyone arms it ("one watcher").
+    pub(crate) fn arm_shared(&self, shared: &Driver) -> stdio::Result<()> {
+        self.epoll.arm_oneshot_readable(shared.epoll.raw(), SHARED_TOKEN)
+    }
+
+    /// Nothing will poll this driver any more.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Registers `fd` (edge-triggered, read + write + hang-up) and returns its readiness
@@ -150,7 +188,9 @@ impl Driver {
     }
 
     /// The second half of [`poll`](Self::poll): wakes the waiters of the registrations in
-    /// `events`; the owner (`own`) also drains the wake-up eventfd. Returns how many were ready.
+    /// `events`; the owner (`own`) also drains the wake-up eventfd. Returns how many were
+    /// ready. The shared task reactor's readiness (`SHARED_TOKEN`) is not dispatched here:
+    /// the caller sees it with [`shared_ready`] and reads that reactor itself.
     pub(crate) fn dispatch(&self, events: &[Event], own: bool) -> usize {
         let mut ready = Vec::with_capacity(events.len());
         {
@@ -160,6 +200,9 @@ impl Driver {
                     if own {
                         self.wake_fd.drain();
                     }
+                    continue;
+                }
+                if ev.token == SHARED_TOKEN {
                     continue;
                 }
                 let slot = slab.slots.get((ev.token & 0xFFFF_FFFF) as usize);
@@ -175,6 +218,13 @@ impl Driver {
             io.dispatch(bits);
         }
         n
+    }
+
+    /// Reads this (shared task) reactor without blocking and wakes the waiters of the
+    /// ready registrations, on whichever worker found it ready. Returns how many.
+    pub(crate) fn poll_shared(&self, events: &mut Vec<Event>) -> stdio::Result<usize> {
+        self.wait(events, Some(Duration::ZERO))?;
+        Ok(self.dispatch(events, false))
     }
 
     /// Whether any descriptor is registered.
@@ -213,4 +263,9 @@ impl Driver {
     pub(crate) fn force_wake(&self) {
         self.wake_fd.notify();
     }
+}
+
+/// Whether `events` (read from a worker's driver) say the shared task reactor has events.
+pub(crate) fn shared_ready(events: &[Event]) -> bool {
+    events.iter().any(|e| e.token == SHARED_TOKEN)
 }

@@ -145,10 +145,20 @@ impl Builder {
         let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
         let workers =
             (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+        let io = if n >= 2 {
+            let io = crate::reactor::shared_io::SharedIo::new()?;
+            for w in &workers {
+                w.driver.add_shared(&io.driver)?;
+            }
+            Some(io)
+        } else {
+            None
+        };
         let shared = Arc::new(RuntimeShared {
             id,
             config,
             workers,
+            io,
             injector: crossbeam_deque::Injector::new(),
             task_injector: crossbeam_deque::Injector::new(),
             idle: idle::IdleSet::new(n),

@@ -257,6 +257,9 @@ impl Drop for Runtime {
         for w in &self.shared.workers {
             w.request_shutdown();
         }
+        if let Some(io) = &self.shared.io {
+            io.driver.close();
+        }
         let mut panicked = false;
         for thread in self.threads.drain(..) {
             panicked |= thread.join().is_err();

@@ -172,17 +172,21 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
 /// workers asleep, then one woke and got stuck (a handler computing for long).
 const RESCUE_AFTER: Duration = Duration::from_millis(10);
 
-/// Wakes one sleeping worker if some awake worker has left its reactor unread for longer
-/// than `RESCUE_AFTER`; the woken worker reads that reactor first thing in its idle path.
+/// Wakes one sleeping worker if some awake worker has left its reactor (or the unwatched
+/// shared task reactor) unread for longer than `RESCUE_AFTER`; the woken worker reads that
+/// reactor first thing in its idle path, and takes the watch of the shared one.
 fn rescue_unread_reactors(rt: &super::RuntimeShared) {
     if rt.workers.len() < 2 {
         return;
     }
     let now = u64::try_from(rt.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let limit = u64::try_from(RESCUE_AFTER.as_nanos()).unwrap_or(u64::MAX);
+    // An awake worker reads the shared task reactor in its busy polls too: if it is stuck,
+    // the shared reactor may have nobody reading it (module `reactor::shared_io`).
+    let shared = rt.io.as_ref().is_some_and(|io| io.driver.has_registrations() && io.watcher().is_none());
     let stuck = rt.workers.iter().any(|w| {
         !w.stats.sleeping.load(Ordering::Relaxed)
-            && w.driver.has_registrations()
+            && (shared || w.driver.has_registrations())
             && now.saturating_sub(w.stats.reactor_read_at.load(Ordering::Relaxed)) > limit
     });
     if stuck {

@@ -62,6 +62,10 @@ pub(crate) struct RuntimeShared {
     pub(crate) id: u64,
     pub(crate) config: Config,
     pub(crate) workers: Vec<Arc<WorkerShared>>,
+    /// The shared task reactor, with two or more workers: sockets first waited on by a task
+    /// register here, and whichever worker is idle reads it ("task sockets share one
+    /// reactor", module `reactor`).
+    pub(crate) io: Option<crate::reactor::shared_io::SharedIo>,
     pub(crate) injector: crossbeam_deque::Injector<FiberRef>,
     /// Runnable `Send` tasks woken or spawned outside the workers.
     pub(crate) task_injector: crossbeam_deque::Injector<TaskRef>,

@@ -51,6 +51,30 @@ impl Epoll {
         Ok(())
     }
 
+    /// The epoll instance's own descriptor (readable while it has events ready: another
+    /// epoll instance can watch it).
+    pub(crate) fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Registers `fd` one-shot for reading, disarmed: it reports nothing until
+    /// [`arm_oneshot_readable`](Self::arm_oneshot_readable).
+    pub(crate) fn add_disarmed(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLONESHOT as u32, u64: token };
+        // SAFETY: as in `add`.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Arms a registration of [`add_disarmed`](Self::add_disarmed): it reports `fd` readable
+    /// once (level: at once if it is readable now), then is disarmed again.
+    pub(crate) fn arm_oneshot_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, u64: token };
+        // SAFETY: as in `add`.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) })?;
+        Ok(())
+    }
+
     /// Registers `fd` level-triggered for reading (the wake-up eventfd).
     pub(crate) fn add_level_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };

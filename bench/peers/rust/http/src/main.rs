@@ -24,7 +24,8 @@
 //! its JSON line.
 //!
 //! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads), PROTOCOL
-//! (`http1`, the default, or `h2c`).
+//! (`http1`, the default, or `h2c`); for spindle, SPINDLE_METRICS_EVERY_MS=N prints the
+//! runtime's per-worker counters to stderr every N ms (a measurement aid, off by default).
 //! SIGTERM's default action ends the process.
 
 mod client;
@@ -100,6 +101,14 @@ fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
             res
         })
         .expect("spindle-http server");
+    // Measurement hook: SPINDLE_METRICS_EVERY_MS=N prints the workers' counters to stderr
+    // every N ms (for looking at wake-ups and steals under load; off by default).
+    if let Some(ms) = std::env::var("SPINDLE_METRICS_EVERY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            eprintln!("{:?}", server.metrics());
+        }
+    }
     server.wait();
 }
 

@@ -11,14 +11,18 @@
 //! run here; their fibers go home through inboxes: reactor "read for a busy owner"); while
 //! another worker is awake it sleeps at most that long, so it looks again. The watchdog
 //! wakes a sleeping worker when an awake one has left its reactor unread for longer (the
-//! case where everyone slept, then one woke and got stuck).
+//! case where everyone slept, then one woke and got stuck). The shared task reactor (module
+//! `reactor::shared_io`) is watched by one sleeping worker ("one watcher"), read by busy
+//! workers every `BUSY_POLL_INTERVAL` switches, and covered by the same watchdog rescue.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Worker, WORKER};
 use crate::fiber::overflow;
+use crate::reactor::shared_ready;
 use crate::sched::metrics::bump;
+use crate::sys::epoll::Event;
 
 /// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
 pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
@@ -103,12 +107,15 @@ impl Worker {
             self.rt.leave_idle(&self.shared);
             return;
         }
+        let (watching, timeout) = self.watch_shared_io(timeout);
         if !driver.begin_sleep() {
+            self.unwatch_shared_io(watching);
             self.rt.leave_idle(&self.shared);
             return; // remote work arrived
         }
         if self.shared.shutdown.load(Ordering::SeqCst) {
             driver.end_sleep();
+            self.unwatch_shared_io(watching);
             self.rt.leave_idle(&self.shared);
             return;
         }
@@ -122,16 +129,20 @@ impl Worker {
             // Busy again before dispatching: a wake-up that queues tasks and looks for an
             // idle worker to share them with must not find (and wake) this one.
             driver.end_sleep();
+            self.unwatch_shared_io(watching);
             self.rt.leave_idle(&self.shared);
             self.note_reactor_read();
             self.dispatching.set(true);
-            let ready = match waited {
+            let mut ready = match waited {
                 Ok(()) => driver.dispatch(&events, true),
                 Err(e) => {
                     crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
                     0
                 }
             };
+            if shared_ready(&events) {
+                ready += self.read_shared(&mut events);
+            }
             self.dispatching.set(false);
             ready
         };
@@ -174,7 +185,56 @@ impl Worker {
             }
             self.dispatching.set(false);
         }
+        if self.rt.io.as_ref().is_some_and(|io| io.driver.has_registrations()) {
+            let mut events = self.events.borrow_mut();
+            self.dispatching.set(true);
+            self.read_shared(&mut events);
+            self.dispatching.set(false);
+        }
         self.note_reactor_read();
+    }
+
+    /// Before sleeping: claims the watch of the shared task reactor if nobody holds it and
+    /// arms it in this worker's epoll instance (module `reactor::shared_io`, "one watcher").
+    /// Returns whether this worker watches, and the sleep's timeout: capped at
+    /// `READ_FOR_OWNER_AFTER` when an awake worker holds the watch ("nothing waits unread
+    /// for long").
+    fn watch_shared_io(&self, timeout: Option<Duration>) -> (bool, Option<Duration>) {
+        let Some(io) = &self.rt.io else { return (false, timeout) };
+        let me = self.shared.index;
+        if io.try_watch(me) {
+            if let Err(e) = self.shared.driver.arm_shared(&io.driver) {
+                crate::report::error(format_args!("spindle: epoll_ctl failed: {e}"));
+            }
+            return (true, timeout);
+        }
+        let watcher_awake =
+            io.watcher().is_some_and(|w| !self.rt.workers[w].stats.sleeping.load(Ordering::Relaxed));
+        if watcher_awake {
+            return (false, Some(timeout.map_or(READ_FOR_OWNER_AFTER, |t| t.min(READ_FOR_OWNER_AFTER))));
+        }
+        (false, timeout)
+    }
+
+    /// Awake again: gives up the watch of the shared task reactor, if this worker held it.
+    fn unwatch_shared_io(&self, watching: bool) {
+        if let (true, Some(io)) = (watching, &self.rt.io) {
+            io.unwatch(self.shared.index);
+        }
+    }
+
+    /// Reads the runtime's shared task reactor without blocking (a worker's driver said it
+    /// has events) and wakes its waiters: their tasks run here ("task sockets share one
+    /// reactor"). Returns how many registrations were ready.
+    fn read_shared(&self, events: &mut Vec<Event>) -> usize {
+        let Some(io) = &self.rt.io else { return 0 };
+        match io.driver.poll_shared(events) {
+            Ok(n) => n,
+            Err(e) => {
+                crate::report::error(format_args!("spindle: epoll_wait failed: {e}"));
+                0
+            }
+        }
     }
 
     /// Publishes that this worker has just read its reactor.
@@ -205,7 +265,10 @@ impl Worker {
             }
             let mut events = self.events.borrow_mut();
             self.dispatching.set(true);
-            let found = other.driver.poll_for_owner(&mut events).unwrap_or(0);
+            let mut found = other.driver.poll_for_owner(&mut events).unwrap_or(0);
+            if shared_ready(&events) {
+                found += self.read_shared(&mut events);
+            }
             self.dispatching.set(false);
             if found > 0 {
                 bump(&self.shared.stats.reactor_reads_for_others, 1);

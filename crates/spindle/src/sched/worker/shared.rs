@@ -7,7 +7,7 @@
 //! when it sees the announcement. No wake-up is lost and an awake worker costs no syscall.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::fiber::control::FiberRef;
 use crate::reactor::Driver;
@@ -34,8 +34,9 @@ pub(crate) struct WorkerShared {
     /// The worker's thread, set when it is spawned.
     pub(crate) thread: std::sync::OnceLock<std::thread::ThreadId>,
     pub(crate) shutdown: AtomicBool,
-    /// The worker's epoll instance, wake-up eventfd and registrations.
-    pub(crate) driver: Driver,
+    /// The worker's epoll instance, wake-up eventfd and registrations (an `Arc`: sockets
+    /// registered with it keep it as their home).
+    pub(crate) driver: Arc<Driver>,
 }
 
 impl WorkerShared {
@@ -51,7 +52,7 @@ impl WorkerShared {
             inbox: Mutex::new(Vec::new()),
             task_inbox: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
-            driver: Driver::new()?,
+            driver: Arc::new(Driver::new()?),
         })
     }
 
@@ -103,6 +104,7 @@ impl WorkerShared {
     /// Asks the worker to shut down and wakes it.
     pub(crate) fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        self.driver.close();
         self.driver.force_wake();
     }
 }
