@@ -475,3 +475,7 @@ impl Drop for IoSource {
         // The socket closes after this, which also removes it from the epoll set.
     }
 }
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;
