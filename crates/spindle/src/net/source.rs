@@ -21,7 +21,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -35,24 +35,41 @@ use crate::sched::worker::{self, WorkerShared};
 /// A socket's readiness state and the worker whose driver delivers its events (its *home*).
 struct Registration {
     io: Arc<ScheduledIo>,
-    /// The current home, read on the way to every park; points into `homes`.
+    /// The current home, read on the way to every park; points to `homes.current`.
     home: AtomicPtr<WorkerShared>,
-    /// The current home's token, and every home this socket ever had (the last is current).
-    /// Kept alive so that `home` never dangles; changed only by [`Registration::rehome`].
-    homes: Mutex<(u64, Vec<Arc<WorkerShared>>)>,
+    /// The current home, its token, and every earlier home. Kept alive so that `home` never
+    /// dangles; changed only by [`Registration::rehome`].
+    homes: Mutex<Homes>,
+}
+
+/// Where a registration's events are delivered, and where they were.
+struct Homes {
+    token: u64,
+    current: Arc<WorkerShared>,
+    /// Earlier homes (whose runtimes shut down), kept alive for `Registration::home`, the
+    /// latest first. A socket that never moved (every socket but those that outlive their
+    /// runtime) pays one pointer for it, inline.
+    earlier: Option<Box<Earlier>>,
+}
+
+/// A list of earlier homes (see `Homes::earlier`): held, never read.
+struct Earlier {
+    _home: Arc<WorkerShared>,
+    _next: Option<Box<Earlier>>,
 }
 
 impl Registration {
     fn new(io: Arc<ScheduledIo>, token: u64, worker: Arc<WorkerShared>) -> Registration {
         let home = AtomicPtr::new(Arc::as_ptr(&worker).cast_mut());
-        Registration { io, home, homes: Mutex::new((token, vec![worker])) }
+        Registration { io, home, homes: Mutex::new(Homes { token, current: worker, earlier: None }) }
     }
 
     /// Whether the home's runtime has shut down: nothing polls its driver any more, so a
     /// waiter registered there would never be woken.
     fn home_shut_down(&self) -> bool {
-        // SAFETY: `home` always points to a worker held by `homes`, which keeps every home this
-        // registration ever had alive until the registration is dropped.
+        // SAFETY: `home` always points to a worker held by `homes` (the current one, or an
+        // earlier one), which keeps every home this registration ever had alive until the
+        // registration is dropped.
         let home = unsafe { &*self.home.load(Ordering::Acquire) };
         home.shutdown.load(Ordering::Acquire)
     }
@@ -60,15 +77,15 @@ impl Registration {
     /// Moves the socket's events to `worker`'s driver, if its home's runtime has shut down.
     fn rehome(&self, fd: std::os::fd::RawFd, worker: &Arc<WorkerShared>) -> io::Result<()> {
         let mut homes = crate::lock::lock(&self.homes);
-        let (token, list) = &mut *homes;
-        let current = list.last().expect("a registration has a home");
-        if !current.shutdown.load(Ordering::Acquire) {
+        let homes = &mut *homes;
+        if !homes.current.shutdown.load(Ordering::Acquire) {
             return Ok(()); // another thread moved it first
         }
         let new_token = worker.driver.register_io(fd, self.io.clone())?;
-        current.driver.deregister(*token);
-        *token = new_token;
-        list.push(worker.clone());
+        homes.current.driver.deregister(homes.token);
+        homes.token = new_token;
+        let old = std::mem::replace(&mut homes.current, worker.clone());
+        homes.earlier = Some(Box::new(Earlier { _home: old, _next: homes.earlier.take() }));
         self.home.store(Arc::as_ptr(worker).cast_mut(), Ordering::Release);
         Ok(())
     }
@@ -76,9 +93,7 @@ impl Registration {
     /// Forgets the registration with the current home's driver (the socket is closing).
     fn deregister(&self) {
         let homes = crate::lock::lock(&self.homes);
-        if let Some(home) = homes.1.last() {
-            home.driver.deregister(homes.0);
-        }
+        homes.current.driver.deregister(homes.token);
     }
 }
 
@@ -92,12 +107,12 @@ pub(crate) struct IoSource {
     /// Per direction, `BLOCKED | seq` when the last attempt returned `WouldBlock` with that
     /// readiness sequence number: until it moves (a new readiness event), another attempt would return
     /// `WouldBlock` again, so the call waits without making the system call.
-    read_blocked: AtomicU64,
-    write_blocked: AtomicU64,
+    read_blocked: AtomicU32,
+    write_blocked: AtomicU32,
 }
 
-/// Marks a valid entry of `read_blocked` / `write_blocked`.
-const BLOCKED: u64 = 1 << 32;
+/// Marks a valid entry of `read_blocked` / `write_blocked` (sequence numbers have 31 bits).
+const BLOCKED: u32 = 1 << 31;
 
 const NO_TIMEOUT: u64 = u64::MAX;
 
@@ -118,8 +133,8 @@ impl IoSource {
             registration: OnceLock::new(),
             read_timeout: AtomicU64::new(NO_TIMEOUT),
             write_timeout: AtomicU64::new(NO_TIMEOUT),
-            read_blocked: AtomicU64::new(0),
-            write_blocked: AtomicU64::new(0),
+            read_blocked: AtomicU32::new(0),
+            write_blocked: AtomicU32::new(0),
         })
     }
 
@@ -143,7 +158,7 @@ impl IoSource {
         }
     }
 
-    fn blocked_slot(&self, dir: Direction) -> &AtomicU64 {
+    fn blocked_slot(&self, dir: Direction) -> &AtomicU32 {
         match dir {
             Direction::Read => &self.read_blocked,
             Direction::Write => &self.write_blocked,
@@ -156,7 +171,7 @@ impl IoSource {
     /// at end of stream returns at once.
     #[inline]
     fn known_blocked(&self, dir: Direction, seen: Option<u32>) -> bool {
-        seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | u64::from(t))
+        seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | t)
             && !self.registration.get().is_some_and(|r| r.io.is_closed(dir))
     }
 
@@ -164,7 +179,7 @@ impl IoSource {
     #[inline]
     fn note_blocked(&self, dir: Direction, seen: Option<u32>) {
         if let Some(t) = seen {
-            self.blocked_slot(dir).store(BLOCKED | u64::from(t), Ordering::Relaxed);
+            self.blocked_slot(dir).store(BLOCKED | t, Ordering::Relaxed);
         }
     }
 
