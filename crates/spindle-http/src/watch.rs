@@ -22,6 +22,11 @@ impl<'a, H> ShutdownWatch<'a, H> {
         ShutdownWatch { shared, key: None, waker: None }
     }
 
+    /// The server's state this watch looks at.
+    pub(crate) fn shared(&self) -> &'a Shared<H> {
+        self.shared
+    }
+
     /// Whether shutdown has begun; otherwise makes sure `cx`'s waker is registered.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         if self.shared.shutdown.is_triggered() {
