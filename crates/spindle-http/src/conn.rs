@@ -268,7 +268,13 @@ fn serve<H: Respond>(
                 // hyper wrote its 400/431 response (drained by `drive`); close gently, in a
                 // task of its own: this rare state would otherwise add its room to every
                 // connection task. It keeps the connection counted until the close ends.
-                if let Some(stream) = serving.take().and_then(|s| s.handle.into_stream()) {
+                // hyper's connection goes first: it holds the socket's other references (its
+                // `Io`, the service's counters), so the stream can be taken back only then.
+                let stream = serving.take().and_then(|Serving { conn, handle }| {
+                    drop(conn);
+                    handle.into_stream()
+                });
+                if let Some(stream) = stream {
                     drop(spindle::task::spawn_async(async move {
                         let _active = active;
                         lingering_close(stream).await
