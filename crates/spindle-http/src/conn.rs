@@ -252,61 +252,32 @@ struct Serving<H: Respond> {
     handle: socket::IoHandle,
 }
 
-/// The serving phase: hyper's connection driven to its end. An async block, not an async
-/// fn: an async fn moves its arguments into locals and keeps both copies, while the block
-/// uses what it captured in place, so the task holds hyper's connection once.
-#[allow(clippy::manual_async_fn)]
+/// The serving phase: hyper's connection driven to its end (see [`Serve`]).
 fn serve<H: Respond>(
-    mut serving: Option<Serving<H>>,
+    serving: Option<Serving<H>>,
     shared: Arc<Shared<H>>,
     active: ConnectionGuard,
-) -> impl Future<Output = ()> + Send {
-    async move {
-        let Some(Serving { conn, handle }) = &mut serving else { return };
-        match drive(conn, handle, &shared).await {
-            Some(Err(e)) if error_status(&e).is_some() => {
-                // hyper wrote its 400/431 response (drained by `drive`); close gently, in a
-                // task of its own: this rare state would otherwise add its room to every
-                // connection task. It keeps the connection counted until the close ends.
-                // hyper's connection goes first: it holds the socket's other references (its
-                // `Io`, the service's counters), so the stream can be taken back only then.
-                let stream = serving.take().and_then(|Serving { conn, handle }| {
-                    drop(conn);
-                    handle.into_stream()
-                });
-                if let Some(stream) = stream {
-                    drop(spindle::task::spawn_async(async move {
-                        let _active = active;
-                        lingering_close(stream).await
-                    }));
-                }
-            }
-            Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
-            _ => {}
-        }
-    }
-}
-
-/// Drives hyper's connection future `conn` until it ends, the connection has been idle for
-/// `idle_timeout`, or shutdown closes it; drains the coalescing buffer each time hyper has
-/// done all it can (see `socket.rs`). `None`: closed by the driver.
-fn drive<'a, H: Respond>(
-    conn: &'a mut HyperConn<H>,
-    handle: &'a socket::IoHandle,
-    shared: &'a Shared<H>,
-) -> Drive<'a, H> {
+) -> Serve<H> {
     let idle = shared.config.idle_timeout.map(|d| (spindle::time::sleep_future(d), 0));
-    Drive { conn, handle, watch: ShutdownWatch::new(shared), idle, draining: false, finished: None }
+    let watch = ShutdownWatch::new(shared);
+    Serve { serving, watch, active: Some(active), idle, draining: false, finished: None }
 }
 
-/// The future of [`drive`]. A struct, not an async fn: the task holds each field once, where
-/// an async fn would also keep its arguments and the references its poll closure takes to
-/// its locals (80 bytes more in every connection task, idle ones included).
-struct Drive<'a, H: Respond> {
-    conn: &'a mut HyperConn<H>,
-    handle: &'a socket::IoHandle,
+/// The future of the serving phase: drives hyper's connection future until it ends, the
+/// connection has been idle for `idle_timeout`, or shutdown closes it, and drains the
+/// coalescing buffer each time hyper has done all it can (see `socket.rs`).
+///
+/// A struct, not an async block: the task holds each field once, where an async block (with
+/// an async fn for the driver) also kept references to hyper's connection, the socket and
+/// the server's state, the references the driver's poll closure took to its locals, and its
+/// own discriminants: 120 bytes more in every connection task, idle ones included.
+struct Serve<H: Respond> {
+    /// hyper's connection and the socket; `None` once finished (or never opened).
+    serving: Option<Serving<H>>,
     /// Shutdown, and the server's state (`watch.shared()`).
-    watch: ShutdownWatch<'a, H>,
+    watch: ShutdownWatch<Arc<Shared<H>>>,
+    /// Counts the connection until it ends (handed to the lingering close, if any).
+    active: Option<ConnectionGuard>,
     /// The idle timer and the progress seen when it last fired. It fires every
     /// `idle_timeout`; the connection closes when a whole period passed with no progress and
     /// no handler running (so after 1 to 2 periods of idleness).
@@ -318,44 +289,43 @@ struct Drive<'a, H: Respond> {
     finished: Option<Result<(), hyper::Error>>,
 }
 
-impl<H: Respond> Future for Drive<'_, H> {
-    type Output = Option<Result<(), hyper::Error>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let state = this.handle.counters();
-        if this.finished.is_none() {
-            if !this.draining && this.watch.poll(cx) {
+impl<H: Respond> Serve<H> {
+    /// Drives the connection: hyper's result, or `None` when the driver closed it.
+    fn poll_drive(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<Result<(), hyper::Error>>> {
+        let Some(Serving { conn, handle }) = &mut self.serving else { return Poll::Ready(None) };
+        let state = handle.counters();
+        if self.finished.is_none() {
+            if !self.draining && self.watch.poll(cx) {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
                 // request on a connection that has not had one yet: close those here.
-                this.draining = true;
+                self.draining = true;
                 if !state.requested.load(Ordering::Relaxed) {
                     return Poll::Ready(None);
                 }
-                this.conn.graceful_shutdown();
+                conn.graceful_shutdown();
             }
-            if let Poll::Ready(r) = Pin::new(&mut *this.conn).poll(cx) {
-                this.finished = Some(r);
+            if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
+                self.finished = Some(r);
             }
         }
         // hyper has done all it can in this poll: write what it left in the coalescing
         // buffer (one system call for a batch of pipelined responses).
-        match this.handle.poll_drain(cx) {
+        match handle.poll_drain(cx) {
             Poll::Ready(Ok(())) => {
-                if let Some(r) = this.finished.take() {
+                if let Some(r) = self.finished.take() {
                     return Poll::Ready(Some(r));
                 }
             }
             // The peer is gone: nothing more can be written.
-            Poll::Ready(Err(_)) => return Poll::Ready(this.finished.take()),
+            Poll::Ready(Err(_)) => return Poll::Ready(self.finished.take()),
             Poll::Pending => {}
         }
         if let (Some((sleep, seen)), Some(timeout)) =
-            (&mut this.idle, this.watch.shared().config.idle_timeout)
+            (&mut self.idle, self.watch.shared().config.idle_timeout)
         {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
-                let progress = this.handle.progress();
+                let progress = handle.progress();
                 if state.busy.load(Ordering::Relaxed) == 0 && progress == *seen {
                     return Poll::Ready(None); // idle: drop the connection
                 }
@@ -364,6 +334,40 @@ impl<H: Respond> Future for Drive<'_, H> {
             }
         }
         Poll::Pending
+    }
+}
+
+impl<H: Respond> Future for Serve<H> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        match std::task::ready!(this.poll_drive(cx)) {
+            Some(Err(e)) if error_status(&e).is_some() => {
+                // hyper wrote its 400/431 response (drained above); close gently, in a task
+                // of its own: this rare state would otherwise add its room to every
+                // connection task. It keeps the connection counted until the close ends.
+                // hyper's connection goes first: it holds the socket's other references (its
+                // `Io`, the service's counters), so the stream can be taken back only then.
+                let stream = this.serving.take().and_then(|Serving { conn, handle }| {
+                    drop(conn);
+                    handle.into_stream()
+                });
+                if let (Some(stream), Some(active)) = (stream, this.active.take()) {
+                    drop(spindle::task::spawn_async(async move {
+                        let _active = active;
+                        lingering_close(stream).await
+                    }));
+                }
+            }
+            Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
+            _ => {}
+        }
+        // Finished: hyper's connection and the socket go now (a second poll finds none), then
+        // the connection stops being counted.
+        this.serving = None;
+        this.active = None;
+        Poll::Ready(())
     }
 }
 
@@ -421,7 +425,7 @@ mod tests {
         let stream = TcpStream::from_std(accepted).unwrap();
         let task = serve_connection(stream, Some(peer), shared.clone(), shared.active.enter_connection());
         let size = std::mem::size_of_val(&task);
-        assert!(size <= 840, "a connection task's state takes {size} bytes");
+        assert!(size <= 800, "a connection task's state takes {size} bytes");
         drop((task, client));
     }
 }
