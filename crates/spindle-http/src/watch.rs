@@ -33,7 +33,7 @@ impl<H> Watched for Arc<Shared<H>> {
 /// so that `Server::shutdown` can wake it.
 pub(crate) struct ShutdownWatch<S: Watched> {
     shared: S,
-    key: Option<u64>,
+    key: Option<u32>,
     waker: Option<Waker>,
 }
 
