@@ -41,8 +41,14 @@ impl Origin {
         let path = req.uri().path();
         let cut = (0..=path.len().min(100)).rev().find(|&i| path.is_char_boundary(i)).unwrap_or(0);
         let method = req.method().as_str();
-        // "spindle-http " + the longest IPv6 socket address + the spaces.
-        let mut name = String::with_capacity(13 + 47 + method.len() + cut + 2);
+        // The exact length first: the fiber keeps the name as a boxed str, and a string with
+        // spare room would be reallocated for it.
+        let peer_len = self.peer.map_or("connection".len(), |peer| {
+            let mut len = Len(0);
+            let _ = write!(len, "{peer}");
+            len.0
+        });
+        let mut name = String::with_capacity("spindle-http ".len() + peer_len + method.len() + cut + 2);
         match self.peer {
             Some(peer) => {
                 let _ = write!(name, "spindle-http {peer}");
@@ -54,6 +60,16 @@ impl Origin {
         name.push(' ');
         name.push_str(&path[..cut]);
         name
+    }
+}
+
+/// Counts the bytes written through it.
+struct Len(usize);
+
+impl std::fmt::Write for Len {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
     }
 }
 
@@ -163,6 +179,10 @@ mod tests {
         let named = |peer| Origin { peer, stack_size: 0, http2: false }.handler_name(&req);
         assert_eq!(named(peer), "spindle-http 127.0.0.1:5000 POST /upload");
         assert_eq!(named(None), "spindle-http connection POST /upload");
+        let v6 = Some("[2001:db8::1%7]:443".parse().unwrap());
+        let name = named(v6);
+        assert_eq!(name, "spindle-http [2001:db8::1%7]:443 POST /upload");
+        assert_eq!(name.capacity(), name.len(), "made at its exact length");
         let long = Request::get(format!("/{}", "é".repeat(80))).body(()).unwrap();
         let name = Origin { peer, stack_size: 0, http2: false }.handler_name(&long);
         assert!(name.len() <= "spindle-http 127.0.0.1:5000 GET ".len() + 100, "the path is cut");
