@@ -27,7 +27,7 @@ use crate::watch::ShutdownWatch;
 /// Accepts on `listener` until shutdown, spawning a task per connection.
 pub(crate) async fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>) {
     let _active = shared.active.enter();
-    let mut watch = ShutdownWatch::new(&shared);
+    let mut watch = ShutdownWatch::new(&*shared);
     loop {
         let accepted = poll_fn(|cx| {
             if watch.poll(cx) {

@@ -27,7 +27,7 @@ use spindle::net::TcpStream;
 
 use crate::handler::Respond;
 use crate::server::{ConnectionGuard, Shared};
-use crate::service::{Counters, Origin, Service};
+use crate::service::Service;
 use crate::socket::{self, Transport};
 use crate::watch::ShutdownWatch;
 
@@ -169,9 +169,9 @@ pub(crate) fn serve_connection<H: Respond>(
                 // HTTP/2 frames are batched by h2 itself: no coalescing there.
                 let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
                 let (io, handle) = socket::new(transport, coalesce, replay);
-                let counters = Arc::new(Counters::default());
-                let origin = Origin::new(peer, shared.config.stack_size, proto == Proto::Http2);
-                let service = Service { shared: shared.clone(), counters: counters.clone(), origin };
+                let http2 = proto == Proto::Http2;
+                let service =
+                    Service { shared: shared.clone(), counters: handle.counters_ref(), peer, http2 };
                 let conn = match proto {
                     Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
                     // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one,
@@ -179,7 +179,7 @@ pub(crate) fn serve_connection<H: Respond>(
                     // ones included.
                     Proto::Http2 => HyperConn::Http2(Box::pin(shared.http2.serve_connection(io, service))),
                 };
-                Serving { conn, handle, counters }
+                Serving { conn, handle }
             });
             serve(serving, shared, active)
         }),
@@ -250,26 +250,110 @@ impl<H: Respond> Future for HyperConn<H> {
 struct Serving<H: Respond> {
     conn: HyperConn<H>,
     handle: socket::IoHandle,
-    counters: Arc<Counters>,
 }
 
-/// The serving phase: hyper's connection driven to its end. An async block, not an async
-/// fn: an async fn moves its arguments into locals and keeps both copies, while the block
-/// uses what it captured in place, so the task holds hyper's connection once.
-#[allow(clippy::manual_async_fn)]
+/// The serving phase: hyper's connection driven to its end (see [`Serve`]).
 fn serve<H: Respond>(
-    mut serving: Option<Serving<H>>,
+    serving: Option<Serving<H>>,
     shared: Arc<Shared<H>>,
     active: ConnectionGuard,
-) -> impl Future<Output = ()> + Send {
-    async move {
-        let Some(Serving { conn, handle, counters }) = &mut serving else { return };
-        match drive(conn, handle, counters, &shared).await {
+) -> Serve<H> {
+    let idle = shared.config.idle_timeout.map(|d| (spindle::time::sleep_future(d), 0));
+    let watch = ShutdownWatch::new(shared);
+    Serve { serving, watch, active: Some(active), idle, draining: false, finished: None }
+}
+
+/// The future of the serving phase: drives hyper's connection future until it ends, the
+/// connection has been idle for `idle_timeout`, or shutdown closes it, and drains the
+/// coalescing buffer each time hyper has done all it can (see `socket.rs`).
+///
+/// A struct, not an async block: the task holds each field once, where an async block (with
+/// an async fn for the driver) also kept references to hyper's connection, the socket and
+/// the server's state, the references the driver's poll closure took to its locals, and its
+/// own discriminants: 120 bytes more in every connection task, idle ones included.
+struct Serve<H: Respond> {
+    /// hyper's connection and the socket; `None` once finished (or never opened).
+    serving: Option<Serving<H>>,
+    /// Shutdown, and the server's state (`watch.shared()`).
+    watch: ShutdownWatch<Arc<Shared<H>>>,
+    /// Counts the connection until it ends (handed to the lingering close, if any).
+    active: Option<ConnectionGuard>,
+    /// The idle timer and the progress seen when it last fired. It fires every
+    /// `idle_timeout`; the connection closes when a whole period passed with no progress and
+    /// no handler running (so after 1 to 2 periods of idleness).
+    idle: Option<(spindle::time::Sleep, u64)>,
+    /// Shutdown began: hyper was told to finish gracefully.
+    draining: bool,
+    /// hyper's result once its connection future has finished; the coalesced bytes it left
+    /// are drained before the driver returns it.
+    finished: Option<Result<(), hyper::Error>>,
+}
+
+impl<H: Respond> Serve<H> {
+    /// Drives the connection: hyper's result, or `None` when the driver closed it.
+    fn poll_drive(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<Result<(), hyper::Error>>> {
+        let Some(Serving { conn, handle }) = &mut self.serving else { return Poll::Ready(None) };
+        let state = handle.counters();
+        if self.finished.is_none() {
+            if !self.draining && self.watch.poll(cx) {
+                // Graceful: an idle connection closes now, a busy one after its response.
+                // hyper closes idle keep-alive connections itself, but waits for the first
+                // request on a connection that has not had one yet: close those here.
+                self.draining = true;
+                if !state.requested.load(Ordering::Relaxed) {
+                    return Poll::Ready(None);
+                }
+                conn.graceful_shutdown();
+            }
+            if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
+                self.finished = Some(r);
+            }
+        }
+        // hyper has done all it can in this poll: write what it left in the coalescing
+        // buffer (one system call for a batch of pipelined responses).
+        match handle.poll_drain(cx) {
+            Poll::Ready(Ok(())) => {
+                if let Some(r) = self.finished.take() {
+                    return Poll::Ready(Some(r));
+                }
+            }
+            // The peer is gone: nothing more can be written.
+            Poll::Ready(Err(_)) => return Poll::Ready(self.finished.take()),
+            Poll::Pending => {}
+        }
+        if let (Some((sleep, seen)), Some(timeout)) =
+            (&mut self.idle, self.watch.shared().config.idle_timeout)
+        {
+            while Pin::new(&mut *sleep).poll(cx).is_ready() {
+                let progress = handle.progress();
+                if state.busy.load(Ordering::Relaxed) == 0 && progress == *seen {
+                    return Poll::Ready(None); // idle: drop the connection
+                }
+                *seen = progress;
+                sleep.reset(Instant::now() + timeout);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<H: Respond> Future for Serve<H> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        match std::task::ready!(this.poll_drive(cx)) {
             Some(Err(e)) if error_status(&e).is_some() => {
-                // hyper wrote its 400/431 response (drained by `drive`); close gently, in a
-                // task of its own: this rare state would otherwise add its room to every
+                // hyper wrote its 400/431 response (drained above); close gently, in a task
+                // of its own: this rare state would otherwise add its room to every
                 // connection task. It keeps the connection counted until the close ends.
-                if let Some(stream) = serving.take().and_then(|s| s.handle.into_stream()) {
+                // hyper's connection goes first: it holds the socket's other references (its
+                // `Io`, the service's counters), so the stream can be taken back only then.
+                let stream = this.serving.take().and_then(|Serving { conn, handle }| {
+                    drop(conn);
+                    handle.into_stream()
+                });
+                if let (Some(stream), Some(active)) = (stream, this.active.take()) {
                     drop(spindle::task::spawn_async(async move {
                         let _active = active;
                         lingering_close(stream).await
@@ -279,67 +363,12 @@ fn serve<H: Respond>(
             Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
             _ => {}
         }
+        // Finished: hyper's connection and the socket go now (a second poll finds none), then
+        // the connection stops being counted.
+        this.serving = None;
+        this.active = None;
+        Poll::Ready(())
     }
-}
-
-/// Drives hyper's connection future `conn` until it ends, the connection has been idle for
-/// `idle_timeout`, or shutdown closes it; drains the coalescing buffer each time hyper has
-/// done all it can (see `socket.rs`). `None`: closed by the driver.
-async fn drive<H: Respond>(
-    conn: &mut HyperConn<H>,
-    handle: &socket::IoHandle,
-    state: &Counters,
-    shared: &Shared<H>,
-) -> Option<Result<(), hyper::Error>> {
-    // The idle timer fires every `idle_timeout`; the connection closes when a whole period
-    // passed with no progress and no handler running (so after 1 to 2 periods of idleness).
-    let mut idle = shared.config.idle_timeout.map(|d| (d, spindle::time::sleep_future(d), 0u64));
-    let mut watch = ShutdownWatch::new(shared);
-    let mut draining = false;
-    // hyper's result once its connection future has finished; the coalesced bytes it left
-    // are drained before the driver returns it.
-    let mut finished: Option<Result<(), hyper::Error>> = None;
-    poll_fn(|cx| {
-        if finished.is_none() {
-            if !draining && watch.poll(cx) {
-                // Graceful: an idle connection closes now, a busy one after its response.
-                // hyper closes idle keep-alive connections itself, but waits for the first
-                // request on a connection that has not had one yet: close those here.
-                draining = true;
-                if state.requests.load(Ordering::Relaxed) == 0 {
-                    return Poll::Ready(None);
-                }
-                conn.graceful_shutdown();
-            }
-            if let Poll::Ready(r) = Pin::new(&mut *conn).poll(cx) {
-                finished = Some(r);
-            }
-        }
-        // hyper has done all it can in this poll: write what it left in the coalescing
-        // buffer (one system call for a batch of pipelined responses).
-        match handle.poll_drain(cx) {
-            Poll::Ready(Ok(())) => {
-                if let Some(r) = finished.take() {
-                    return Poll::Ready(Some(r));
-                }
-            }
-            // The peer is gone: nothing more can be written.
-            Poll::Ready(Err(_)) => return Poll::Ready(finished.take()),
-            Poll::Pending => {}
-        }
-        if let Some((timeout, sleep, seen)) = &mut idle {
-            while Pin::new(&mut *sleep).poll(cx).is_ready() {
-                let progress = handle.progress();
-                if state.busy.load(Ordering::Relaxed) == 0 && progress == *seen {
-                    return Poll::Ready(None); // idle: drop the connection
-                }
-                *seen = progress;
-                sleep.reset(Instant::now() + *timeout);
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 /// The status of hyper's automatic response to a parse error (as hyper's `on_error`).
@@ -396,7 +425,7 @@ mod tests {
         let stream = TcpStream::from_std(accepted).unwrap();
         let task = serve_connection(stream, Some(peer), shared.clone(), shared.active.enter_connection());
         let size = std::mem::size_of_val(&task);
-        assert!(size <= 960, "a connection task's state takes {size} bytes");
+        assert!(size <= 792, "a connection task's state takes {size} bytes");
         drop((task, client));
     }
 }

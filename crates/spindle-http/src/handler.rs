@@ -12,22 +12,27 @@ use std::task::{Context, Poll};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
-use crate::service::{Counters, Origin};
+use crate::service::Origin;
+use crate::socket::{CountersRef, WeakCounters};
 use crate::Body;
 
-/// Counts one running handler in its connection's [`Counters::busy`] while alive.
-pub(crate) struct Busy(Arc<Counters>);
+/// Counts one running handler in its connection's
+/// [`Counters::busy`](crate::service::Counters::busy) while alive. Holds the
+/// counters weakly: a handler that outlives its connection does not keep its socket open.
+pub(crate) struct Busy(WeakCounters);
 
 impl Busy {
-    pub(crate) fn enter(counters: &Arc<Counters>) -> Busy {
+    pub(crate) fn enter(counters: &CountersRef) -> Busy {
         counters.busy.fetch_add(1, Ordering::Relaxed);
-        Busy(counters.clone())
+        Busy(counters.downgrade())
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        if let Some(counters) = self.0.upgrade() {
+            counters.busy.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 

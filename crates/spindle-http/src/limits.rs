@@ -96,30 +96,43 @@ pub(crate) struct BodyLimits {
 const FAULT_NONE: u8 = 0;
 const FAULT_TOO_LARGE: u8 = 1;
 const FAULT_TOO_SLOW: u8 = 2;
+/// Which fault, in the flag (the other bits say how to answer).
+const FAULT_KIND: u8 = 3;
+/// Set at creation for an HTTP/2 request: its answer has no `Connection` header (a refused
+/// stream is reset; the connection lives).
+const FAULT_HTTP2: u8 = 4;
 
 /// The fault flag shared by a request body and its response future (allocated only for a
-/// request that has a body).
+/// request that has a body: one without cannot break a body limit).
 #[derive(Clone, Default)]
 pub(crate) struct Fault(Option<Arc<AtomicU8>>);
 
 impl Fault {
-    pub(crate) fn new() -> Fault {
-        Fault(Some(Arc::default()))
+    /// The flag of a request with a body, over HTTP/2 if `http2`.
+    pub(crate) fn new(http2: bool) -> Fault {
+        Fault(Some(Arc::new(AtomicU8::new(if http2 { FAULT_HTTP2 } else { FAULT_NONE }))))
     }
 
     fn set(&self, fault: u8) {
         if let Some(flag) = &self.0 {
-            flag.store(fault, Ordering::Release);
+            // The latest fault replaces an earlier one; the HTTP/2 bit stays.
+            let _ =
+                flag.fetch_update(Ordering::Release, Ordering::Relaxed, |v| Some(v & !FAULT_KIND | fault));
         }
     }
 
     /// The response that replaces the handler's, if the body broke a limit.
     pub(crate) fn response(&self) -> Option<Response<Body>> {
-        match self.0.as_ref()?.load(Ordering::Acquire) {
-            FAULT_NONE => None,
-            FAULT_TOO_LARGE => Some(closing(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large\n")),
-            _ => Some(closing(StatusCode::REQUEST_TIMEOUT, "Request Timeout\n")),
+        let flag = self.0.as_ref()?.load(Ordering::Acquire);
+        let mut res = match flag & FAULT_KIND {
+            FAULT_NONE => return None,
+            FAULT_TOO_LARGE => closing(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large\n"),
+            _ => closing(StatusCode::REQUEST_TIMEOUT, "Request Timeout\n"),
+        };
+        if flag & FAULT_HTTP2 != 0 {
+            res.headers_mut().remove(CONNECTION);
         }
+        Some(res)
     }
 }
 
@@ -254,4 +267,29 @@ fn valid_host(v: &[u8]) -> bool {
         Some(_) => false,
     };
     reg_name_ok && port_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_answer_closes_http1_connections_and_not_http2_ones() {
+        let (h1, h2) = (Fault::new(false), Fault::new(true));
+        assert!(h1.response().is_none() && h2.response().is_none(), "no fault yet");
+        h1.set(FAULT_TOO_LARGE);
+        h2.set(FAULT_TOO_LARGE);
+        let (r1, r2) = (h1.response().unwrap(), h2.response().unwrap());
+        assert_eq!(
+            (r1.status(), r2.status()),
+            (StatusCode::PAYLOAD_TOO_LARGE, StatusCode::PAYLOAD_TOO_LARGE)
+        );
+        assert_eq!(r1.headers().get(CONNECTION).unwrap(), "close");
+        assert!(r2.headers().get(CONNECTION).is_none(), "HTTP/2 has no Connection header");
+        h2.set(FAULT_TOO_SLOW);
+        let r2 = h2.response().unwrap();
+        assert_eq!(r2.status(), StatusCode::REQUEST_TIMEOUT, "the latest fault answers");
+        assert!(r2.headers().get(CONNECTION).is_none());
+        assert!(Fault::default().response().is_none(), "a request without a body has no flag");
+    }
 }

@@ -2,10 +2,9 @@
 //! its workers share (the shutdown flag with the wakers of the tasks that watch it, and the
 //! count of live accept loops and connections that shutdown waits on).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -42,8 +41,17 @@ impl<H: Respond> Control for Shared<H> {
 #[derive(Default)]
 pub(crate) struct ShutdownState {
     triggered: AtomicBool,
-    next_key: AtomicU64,
-    wakers: Mutex<HashMap<u64, Waker>>,
+    wakers: Mutex<Wakers>,
+}
+
+/// The watchers' wakers by key, in a slab: 16 bytes a watcher (a hash map took 25 a bucket,
+/// with its table rounded further up), and every idle connection is one. A key stays its
+/// watcher's until it deregisters, across the trigger too (which takes the wakers, not the
+/// keys), so a key is never reused while its watcher may still use it.
+#[derive(Default)]
+struct Wakers {
+    slots: Vec<Option<Waker>>,
+    free: Vec<u32>,
 }
 
 impl ShutdownState {
@@ -52,19 +60,28 @@ impl ShutdownState {
     }
 
     /// Registers (or replaces, under `key`) a waker to call when shutdown begins.
-    pub(crate) fn register(&self, key: Option<u64>, waker: Waker) -> u64 {
-        let key = key.unwrap_or_else(|| self.next_key.fetch_add(1, Ordering::Relaxed));
-        lock(&self.wakers).insert(key, waker);
+    pub(crate) fn register(&self, key: Option<u32>, waker: Waker) -> u32 {
+        let mut wakers = lock(&self.wakers);
+        let key = match key.or_else(|| wakers.free.pop()) {
+            Some(key) => key,
+            None => {
+                wakers.slots.push(None);
+                u32::try_from(wakers.slots.len() - 1).expect("fewer than 2^32 shutdown watchers")
+            }
+        };
+        wakers.slots[key as usize] = Some(waker);
         key
     }
 
-    pub(crate) fn deregister(&self, key: u64) {
-        lock(&self.wakers).remove(&key);
+    pub(crate) fn deregister(&self, key: u32) {
+        let mut wakers = lock(&self.wakers);
+        wakers.slots[key as usize] = None;
+        wakers.free.push(key);
     }
 
     fn trigger(&self) {
         self.triggered.store(true, Ordering::Release);
-        let wakers: Vec<Waker> = lock(&self.wakers).drain().map(|(_, w)| w).collect();
+        let wakers: Vec<Waker> = lock(&self.wakers).slots.iter_mut().filter_map(Option::take).collect();
         wakers.into_iter().for_each(Waker::wake);
     }
 }
@@ -261,5 +278,41 @@ impl ShutdownHandle {
 impl fmt::Debug for ShutdownHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShutdownHandle").field("triggered", &self.is_triggered()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_trigger_wakes_the_registered_watchers_and_keys_stay_theirs() {
+        let state = ShutdownState::default();
+        let counts: Vec<_> = (0..3).map(|_| Arc::new(Count(AtomicUsize::new(0)))).collect();
+        let waker = |i: usize| Waker::from(counts[i].clone());
+        let a = state.register(None, waker(0));
+        let b = state.register(None, waker(1));
+        assert_ne!(a, b);
+        assert_eq!(state.register(Some(a), waker(0)), a, "re-registering keeps the key");
+        state.deregister(b);
+        let c = state.register(None, waker(2));
+        assert_eq!(c, b, "a freed key is reused");
+        state.trigger();
+        let woken: Vec<_> = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
+        assert_eq!(woken, [1, 0, 1], "the deregistered watcher is not woken, the others once");
+        // Keys outlive the trigger: a new watcher does not get a key still held by another.
+        let d = state.register(None, waker(1));
+        assert!(d != a && d != c);
+        state.deregister(a);
+        state.deregister(c);
+        state.deregister(d);
     }
 }

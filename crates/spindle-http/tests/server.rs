@@ -111,6 +111,28 @@ fn oversized_header_gets_431() {
 }
 
 #[test]
+fn after_a_parse_error_the_server_half_closes_and_reads_what_the_client_still_sends() {
+    // Lingering close: the answer to a bad request goes out, then a FIN, and the server reads
+    // on (so that unread bytes do not turn the close into a reset that can destroy the
+    // answer before the client has read it) until the client's FIN.
+    let server = Server::builder().serve(local(), hello).unwrap();
+    let mut s = connect(server.local_addr());
+    s.write_all(b"GET / HTTP/1.1\r\nBad Header Name: x\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("the answer, then the server's FIN");
+    assert!(status_line(&String::from_utf8_lossy(&out)).starts_with("HTTP/1.1 400"), "{out:?}");
+    // A socket the server had closed would answer these with a reset, failing the writes
+    // that follow it; one the server still reads takes them all.
+    for _ in 0..5 {
+        s.write_all(&[b'x'; 1024]).expect("the server still reads after its answer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(s.read(&mut [0u8; 16]).expect("a clean end, no reset"), 0);
+    server.shutdown();
+}
+
+#[test]
 fn oversized_header_gets_431_with_default_limits() {
     let server = Server::builder().serve(local(), hello).unwrap();
     let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(256 * 1024));

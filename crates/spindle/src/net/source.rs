@@ -21,7 +21,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -37,24 +37,41 @@ use crate::sched::worker;
 /// worker's, or the runtime's shared task reactor).
 struct Registration {
     io: Arc<ScheduledIo>,
-    /// The current home, read on the way to every park; points into `homes`.
+    /// The current home, read on the way to every park; points to `homes.current`.
     home: AtomicPtr<Driver>,
-    /// The current home's token, and every home this socket ever had (the last is current).
-    /// Kept alive so that `home` never dangles; changed only by [`Registration::rehome`].
-    homes: Mutex<(u64, Vec<Arc<Driver>>)>,
+    /// The current home, its token, and every earlier home. Kept alive so that `home` never
+    /// dangles; changed only by [`Registration::rehome`].
+    homes: Mutex<Homes>,
+}
+
+/// Where a registration's events are delivered, and where they were.
+struct Homes {
+    token: u64,
+    current: Arc<Driver>,
+    /// Earlier homes (whose runtimes shut down), kept alive for `Registration::home`, the
+    /// latest first. A socket that never moved (every socket but those that outlive their
+    /// runtime) pays one pointer for it, inline.
+    earlier: Option<Box<Earlier>>,
+}
+
+/// A list of earlier homes (see `Homes::earlier`): held, never read.
+struct Earlier {
+    _home: Arc<Driver>,
+    _next: Option<Box<Earlier>>,
 }
 
 impl Registration {
     fn new(io: Arc<ScheduledIo>, token: u64, driver: Arc<Driver>) -> Registration {
         let home = AtomicPtr::new(Arc::as_ptr(&driver).cast_mut());
-        Registration { io, home, homes: Mutex::new((token, vec![driver])) }
+        Registration { io, home, homes: Mutex::new(Homes { token, current: driver, earlier: None }) }
     }
 
     /// Whether the home's runtime has shut down: nothing polls its driver any more, so a
     /// waiter registered there would never be woken.
     fn home_shut_down(&self) -> bool {
-        // SAFETY: `home` always points to a driver held by `homes`, which keeps every home this
-        // registration ever had alive until the registration is dropped.
+        // SAFETY: `home` always points to a driver held by `homes` (the current one, or an
+        // earlier one), which keeps every home this registration ever had alive until the
+        // registration is dropped.
         let home = unsafe { &*self.home.load(Ordering::Acquire) };
         home.is_closed()
     }
@@ -62,15 +79,15 @@ impl Registration {
     /// Moves the socket's events to `driver`, if its home's runtime has shut down.
     fn rehome(&self, fd: std::os::fd::RawFd, driver: &Arc<Driver>) -> io::Result<()> {
         let mut homes = crate::lock::lock(&self.homes);
-        let (token, list) = &mut *homes;
-        let current = list.last().expect("a registration has a home");
-        if !current.is_closed() {
+        let homes = &mut *homes;
+        if !homes.current.is_closed() {
             return Ok(()); // another thread moved it first
         }
         let new_token = driver.register_io(fd, self.io.clone())?;
-        current.deregister(*token);
-        *token = new_token;
-        list.push(driver.clone());
+        homes.current.deregister(homes.token);
+        homes.token = new_token;
+        let old = std::mem::replace(&mut homes.current, driver.clone());
+        homes.earlier = Some(Box::new(Earlier { _home: old, _next: homes.earlier.take() }));
         self.home.store(Arc::as_ptr(driver).cast_mut(), Ordering::Release);
         Ok(())
     }
@@ -78,9 +95,7 @@ impl Registration {
     /// Forgets the registration with the current home's driver (the socket is closing).
     fn deregister(&self) {
         let homes = crate::lock::lock(&self.homes);
-        if let Some(home) = homes.1.last() {
-            home.deregister(homes.0);
-        }
+        homes.current.deregister(homes.token);
     }
 }
 
@@ -94,12 +109,12 @@ pub(crate) struct IoSource {
     /// Per direction, `BLOCKED | seq` when the last attempt returned `WouldBlock` with that
     /// readiness sequence number: until it moves (a new readiness event), another attempt would return
     /// `WouldBlock` again, so the call waits without making the system call.
-    read_blocked: AtomicU64,
-    write_blocked: AtomicU64,
+    read_blocked: AtomicU32,
+    write_blocked: AtomicU32,
 }
 
-/// Marks a valid entry of `read_blocked` / `write_blocked`.
-const BLOCKED: u64 = 1 << 32;
+/// Marks a valid entry of `read_blocked` / `write_blocked` (sequence numbers have 31 bits).
+const BLOCKED: u32 = 1 << 31;
 
 const NO_TIMEOUT: u64 = u64::MAX;
 
@@ -120,8 +135,8 @@ impl IoSource {
             registration: OnceLock::new(),
             read_timeout: AtomicU64::new(NO_TIMEOUT),
             write_timeout: AtomicU64::new(NO_TIMEOUT),
-            read_blocked: AtomicU64::new(0),
-            write_blocked: AtomicU64::new(0),
+            read_blocked: AtomicU32::new(0),
+            write_blocked: AtomicU32::new(0),
         })
     }
 
@@ -145,7 +160,7 @@ impl IoSource {
         }
     }
 
-    fn blocked_slot(&self, dir: Direction) -> &AtomicU64 {
+    fn blocked_slot(&self, dir: Direction) -> &AtomicU32 {
         match dir {
             Direction::Read => &self.read_blocked,
             Direction::Write => &self.write_blocked,
@@ -158,7 +173,7 @@ impl IoSource {
     /// at end of stream returns at once.
     #[inline]
     fn known_blocked(&self, dir: Direction, seen: Option<u32>) -> bool {
-        seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | u64::from(t))
+        seen.is_some_and(|t| self.blocked_slot(dir).load(Ordering::Relaxed) == BLOCKED | t)
             && !self.registration.get().is_some_and(|r| r.io.is_closed(dir))
     }
 
@@ -166,7 +181,7 @@ impl IoSource {
     #[inline]
     fn note_blocked(&self, dir: Direction, seen: Option<u32>) {
         if let Some(t) = seen {
-            self.blocked_slot(dir).store(BLOCKED | u64::from(t), Ordering::Relaxed);
+            self.blocked_slot(dir).store(BLOCKED | t, Ordering::Relaxed);
         }
     }
 
