@@ -239,6 +239,25 @@ fn host_ok<B>(req: &Request<B>) -> bool {
     }
 }
 
+/// The bytes of a reg-name or IPv4 address (RFC 3986): unreserved, `%` of pct-encoded, and
+/// sub-delims. A table: the Host check runs for every request (a scan of the 17 others per
+/// byte cost ~370 instructions a request, callgrind).
+static REG_NAME: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~%!$&'()*+,;=";
+    let mut i = 0;
+    while i < others.len() {
+        table[others[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// `uri-host [":" port]` (RFC 3986: a reg-name or IPv4 of unreserved, pct-encoded and
 /// sub-delim characters, or a bracketed IP literal), checked without allocating.
 fn valid_host(v: &[u8]) -> bool {
@@ -258,9 +277,8 @@ fn valid_host(v: &[u8]) -> bool {
             None => (v, &v[v.len()..]),
         },
     };
-    let reg_name_ok = host.first() == Some(&b'[')
-        || (!host.is_empty()
-            && host.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)));
+    let reg_name_ok =
+        host.first() == Some(&b'[') || (!host.is_empty() && host.iter().all(|&b| REG_NAME[b as usize]));
     let port_ok = match port.split_first() {
         None => true,
         Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
