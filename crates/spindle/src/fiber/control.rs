@@ -258,7 +258,12 @@ where
             unreachable!("fiber stage run twice");
         };
         let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        super::cancel::end();
+        if header.is_cancelled() {
+            // Only a cancelled fiber records its unwinding (`cancel::begin`, called for a
+            // fiber whose cancel word is set, which is never cleared): one relaxed load
+            // instead of a thread-local access for every fiber that ends.
+            super::cancel::end();
+        }
         // Fiber-locals are dropped on the fiber, before completion is published.
         if !header.locals.borrow().is_empty() {
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -268,8 +273,10 @@ where
                 result = Err(payload);
             }
         }
-        // SAFETY: as above; `state` is not used past this point, so re-borrow.
-        unsafe { *self.state.get() = State::Done(result) };
+        // SAFETY: as above; `state` is not used past this point, so re-borrow. The state is
+        // `Running` (set above), which owns nothing: overwriting it without dropping it
+        // leaks nothing, and skips the drop glue of the closure's variant.
+        unsafe { self.state.get().write(State::Done(result)) };
         header.complete();
     }
 
