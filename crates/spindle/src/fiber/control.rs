@@ -3,10 +3,11 @@
 //!
 //! # Handles
 //!
-//! A `FiberCell<StageImpl<F, T>>` is allocated in an `Arc` and seen through two unsized views:
-//! [`FiberRef`] (`Arc<FiberCell<dyn Stage>>`), which the scheduler, the registry of started
-//! fibers and waiters hold, and `Arc<FiberCell<dyn Output<T>>>`, which the `JoinHandle`
-//! holds. The header sits at a fixed offset, so reaching it costs no virtual call.
+//! A `FiberCell<StageImpl<F, T>>` is allocated in a counted block (module `fiber::block`,
+//! which recycles the memory) and seen through two unsized views: [`FiberRef`] (a
+//! `FiberCell<dyn Stage>`), which the scheduler, the registry of started fibers and waiters
+//! hold, and `OutputRef<T>` (a `FiberCell<dyn Output<T>>`), which the `JoinHandle` holds.
+//! The header sits at a fixed offset, so reaching it costs no virtual call.
 //!
 //! # Invariants
 //!
@@ -33,8 +34,7 @@ use crate::park::completion::Completion;
 use crate::park::ParkState;
 use crate::sched::worker::WorkerShared;
 
-/// A reference to a fiber as the scheduler sees it.
-pub(crate) type FiberRef = Arc<FiberCell<dyn Stage>>;
+pub(crate) use super::block::FiberRef;
 
 /// Everything the scheduler needs to know about a fiber, whatever its closure.
 pub(crate) struct Header {
@@ -192,7 +192,7 @@ impl Drop for Header {
 }
 
 /// A header followed by the fiber's typed stage. `repr(C)` fixes the stage's offset, which
-/// [`Output::fiber_ref`] relies on to get from the stage back to its cell.
+/// [`Output::fiber_ref`] relies on to get from the stage back to its block.
 #[repr(C)]
 pub(crate) struct FiberCell<S: ?Sized> {
     pub(crate) header: Header,
@@ -308,15 +308,8 @@ where
     }
 
     fn fiber_ref(&self) -> FiberRef {
-        let offset = std::mem::offset_of!(FiberCell<StageImpl<F, T>>, stage);
-        let cell =
-            (self as *const Self).cast::<u8>().wrapping_sub(offset).cast::<FiberCell<StageImpl<F, T>>>();
-        // SAFETY: every StageImpl lives as the `stage` field of a repr(C) FiberCell allocated
-        // by `Arc::new` (fiber::Builder::build), so `cell` points at that Arc's value, which
-        // the caller's handle keeps alive; we add one strong count for the Arc we return.
-        unsafe {
-            Arc::increment_strong_count(cell);
-            Arc::from_raw(cell)
-        }
+        // SAFETY: every StageImpl lives as the `cell.stage` field of a block made by
+        // `block::new_pair` (fiber::Builder::build), which the caller's handle keeps alive.
+        unsafe { FiberRef::from_stage(self) }
     }
 }

@@ -7,10 +7,10 @@
 //! `sched::worker::switch`.
 
 use std::io;
-use std::sync::Arc;
 use std::thread;
 
-use super::control::{FiberCell, FiberRef, Header, Output, StageImpl};
+use super::block;
+use super::control::{FiberCell, FiberRef, Header, StageImpl};
 use super::{stack, FiberId, JoinHandle};
 use crate::sched::worker;
 
@@ -168,9 +168,8 @@ impl Builder {
         };
         let mut header = Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
         header.pinned = pinned;
-        let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
-        let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
-        Ok((cell, JoinHandle::new(output)))
+        let (fiber, output) = block::new_pair(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
+        Ok((fiber, JoinHandle::new(output)))
     }
 }
 

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use super::{current, Queued, Worker};
 use crate::fiber::arch;
-use crate::fiber::control::{FiberCell, FiberRef, Header, Stage};
+use crate::fiber::block::FiberPtr;
+use crate::fiber::control::{FiberRef, Header};
 use crate::fiber::overflow;
 use crate::fiber::sanitizer;
 use crate::park::Park;
@@ -48,8 +49,7 @@ impl Worker {
 
     /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
     fn run_current(&self) {
-        let cell: *const FiberCell<dyn Stage> =
-            self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
+        let cell: FiberPtr = self.with_current(|f| FiberRef::as_ptr(f.expect("fiber entry without a fiber")));
         // SAFETY: the fiber's run reference lives until it is recycled, after this call
         // returns ("a started fiber owns itself"), so the cell outlives this call; no RefCell
         // borrow is held while the user's closure runs.
@@ -111,7 +111,7 @@ impl Worker {
         header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let slot = self.registry.borrow_mut().insert(Arc::as_ptr(fiber));
+        let slot = self.registry.borrow_mut().insert(FiberRef::as_ptr(fiber));
         header.slot.set(slot);
         bump(&self.shared.stats.fibers_started, 1);
         self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
