@@ -81,17 +81,18 @@ impl Worker {
         self.start(fiber)
     }
 
-    /// The first-run half of [`prepare`](Self::prepare).
-    #[cold]
+    /// The first-run half of [`prepare`](Self::prepare): once per fiber, so out of line but
+    /// not cold.
     #[inline(never)]
     fn start(&self, fiber: &FiberRef) -> Option<usize> {
         let header = &fiber.header;
-        // A fiber spawned on a worker got its stack at spawn; one spawned from outside the
-        // runtime gets it now, and a failure here can only reach its joiner.
-        let stack = match header.stack.take() {
-            Some(stack) => stack,
-            None => match self.alloc_stack(header.stack_size) {
-                Ok(stack) => stack,
+        // SAFETY: `stack` is owner-only ("owner-only fields", module `fiber::control`): we are
+        // the worker starting the fiber, and only read whether it holds a stack.
+        if unsafe { (*header.stack.as_ptr()).is_none() } {
+            // A fiber spawned on a worker got its stack at spawn; one spawned from outside
+            // the runtime gets it now, and a failure here can only reach its joiner.
+            match self.alloc_stack(header.stack_size) {
+                Ok(stack) => header.stack.set(Some(stack)),
                 Err(err) => {
                     crate::report::error(format_args!(
                         "spindle: fiber {} ({}): {err}",
@@ -101,20 +102,22 @@ impl Worker {
                     fiber.stage.abort_unstarted(header, Box::new(err.to_string()));
                     return None;
                 }
-            },
-        };
+            }
+        }
+        // SAFETY: owner-only, as above; the stack is read in place (not moved out and back)
+        // and the slot is not written while this reference lives.
+        let stack = unsafe { (*header.stack.as_ptr()).as_ref() }.expect("a starting fiber has a stack");
         // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
         // and has a guard page below (Stack's contract).
         let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
         header.guard.set(stack.guard());
         header.san.start_fiber(stack.bottom(), stack.top());
-        header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let slot = self.registry.borrow_mut().insert(FiberRef::as_ptr(fiber));
-        header.slot.set(slot);
+        let mut registry = self.registry.borrow_mut();
+        header.slot.set(registry.insert(FiberRef::as_ptr(fiber)));
         bump(&self.shared.stats.fibers_started, 1);
-        self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+        self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
         Some(sp)
     }
 
@@ -226,7 +229,7 @@ impl Worker {
         }
     }
 
-    #[cold]
+    /// Once per fiber: out of line, not cold.
     #[inline(never)]
     fn recycle(&self, done: Option<FiberRef>) {
         if let Some(done) = done {
@@ -234,8 +237,10 @@ impl Worker {
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
-            self.registry.borrow_mut().remove(done.header.slot.get());
-            self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+            let mut registry = self.registry.borrow_mut();
+            registry.remove(done.header.slot.get());
+            self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
+            drop(registry);
             // The run reference goes last, once the registry no longer points at the cell.
             drop(done);
         }
