@@ -1,27 +1,31 @@
-//! The allocation of a fiber's control block: a counted pointer to one block that holds a
-//! reference count and the fiber's cell (module `fiber::control`), seen as [`FiberRef`] by
-//! the scheduler and as [`OutputRef`] by the join handle, and a per-thread cache of freed
-//! blocks by layout, so that a spawn after a fiber's end reuses a block without a trip
-//! through the allocator (malloc and free cost ~150 instructions per spawn with glibc).
+//! The allocation of a fiber's control block: counted pointers to the fiber's cell (module
+//! `fiber::control`), seen as [`FiberRef`] by the scheduler and as [`OutputRef`] by the join
+//! handle, and a per-thread cache of freed cells' memory by layout, so that a spawn after a
+//! fiber's end reuses a block without a trip through the allocator (malloc and free cost
+//! ~150 instructions per spawn with glibc).
 //!
-//! It replaces `Arc`, whose memory cannot be recycled, and which counts weak references
-//! nobody takes (one more atomic read-modify-write per fiber) and starts at one reference
-//! where a spawn needs two (one more).
+//! It replaces `Arc`, whose memory cannot be recycled, which counts weak references nobody
+//! takes (one more atomic read-modify-write per fiber) and starts at one reference where a
+//! spawn needs two (one more), and whose value sits after its counts at an offset that depends
+//! on the closure's alignment: every access to the header through an `Arc<FiberCell<dyn
+//! Stage>>` computed it from the vtable. Here the count is a field of the header, which is at
+//! offset 0 of the cell (`repr(C)`), so the header is reached with no computation.
 //!
 //! # Invariants
 //!
-//! - **Counted like `Arc`.** The count is the number of live [`FiberRef`]s and [`OutputRef`]s
-//!   of the block. A spawn writes it as 2 (the run reference and the handle's) before the
-//!   block is shared. A clone increments it (relaxed: the cloner holds a reference already);
-//!   a drop decrements it (release), and the drop that takes it to zero fences (acquire)
-//!   before it drops the cell and frees the block, so every use of the cell by any holder
-//!   happens before the free. Loom-checked below (`loom_block_count`).
-//! - **A freed block is plain memory.** The cell is dropped in place before its block goes to
+//! - **Counted like `Arc`.** The count (`Header::refs`) is the number of live [`FiberRef`]s
+//!   and [`OutputRef`]s of the cell. A spawn writes it as 2 (the run reference and the
+//!   handle's) before the cell is shared. A clone increments it (relaxed: the cloner holds a
+//!   reference already); a drop decrements it (release), and the drop that takes it to zero
+//!   fences (acquire) before it drops the cell and frees its memory, so every use of the cell
+//!   by any holder happens before the free. Loom-checked below (`loom_block_count`).
+//! - **A freed block is plain memory.** The cell is dropped in place before its memory goes to
 //!   the cache of the thread that dropped the last reference. The cache holds only memory of
 //!   the global allocator with the layout it is filed under, hands a block out only for that
 //!   layout, and gives memory back to the allocator beyond `CACHE_CAP` blocks per layout or
-//!   `CACHE_LAYOUTS` layouts (plus the one hot block), and when its thread exits. No user code runs while the cache
-//!   is borrowed (the cell's drop runs before), so it is never borrowed twice.
+//!   `CACHE_LAYOUTS` layouts (plus the one hot block), and when its thread exits. No user
+//!   code runs while the cache is borrowed (the cell's drop runs before), so it is never
+//!   borrowed twice.
 
 use std::alloc::Layout;
 use std::cell::RefCell;
@@ -33,34 +37,28 @@ use std::sync::atomic::Ordering;
 use super::control::{FiberCell, Output, Stage};
 use crate::loom::{fence, AtomicUsize};
 
-/// A block: the reference count, then the cell. `repr(C)` fixes the cell's offset, which
-/// `Output::fiber_ref` relies on to get from a stage back to its block.
-#[repr(C)]
-pub(crate) struct Block<S: ?Sized> {
-    count: AtomicUsize,
-    pub(crate) cell: FiberCell<S>,
-}
+/// The reference count of a cell, kept in its header ("counted like `Arc`").
+#[derive(Debug)]
+pub(crate) struct Count(AtomicUsize);
 
-impl<S: ?Sized> Deref for Block<S> {
-    type Target = FiberCell<S>;
-
-    #[inline]
-    fn deref(&self) -> &FiberCell<S> {
-        &self.cell
+impl Count {
+    /// The count of a new cell: its run reference and its handle's.
+    pub(crate) fn new() -> Count {
+        Count(AtomicUsize::new(2))
     }
 }
 
-/// A pointer to a block as the scheduler and the registry see it.
-pub(crate) type FiberPtr = *const Block<dyn Stage>;
+/// A pointer to a cell as the scheduler and the registry see it.
+pub(crate) type FiberPtr = *const FiberCell<dyn Stage>;
 
 /// A reference to a fiber as the scheduler sees it: counted ("counted like `Arc`").
 pub(crate) struct FiberRef {
-    ptr: NonNull<Block<dyn Stage>>,
+    ptr: NonNull<FiberCell<dyn Stage>>,
 }
 
 /// The join handle's reference to the same block, typed by the fiber's result.
 pub(crate) struct OutputRef<T> {
-    ptr: NonNull<Block<dyn Output<T>>>,
+    ptr: NonNull<FiberCell<dyn Output<T>>>,
 }
 
 // SAFETY: a FiberRef shares a `FiberCell<dyn Stage>`, which is Send + Sync (`Stage: Send +
@@ -81,16 +79,17 @@ pub(crate) fn new_pair<S, T>(cell: FiberCell<S>) -> (FiberRef, OutputRef<T>)
 where
     S: Stage + Output<T> + 'static,
 {
-    let layout = Layout::new::<Block<S>>();
-    let raw = take(layout).cast::<Block<S>>();
-    // SAFETY: `raw` is fresh memory of `Block<S>`'s layout ("a freed block is plain memory"),
-    // which nothing else points to: written whole, here, before anything reads it.
-    unsafe { raw.as_ptr().write(Block { count: AtomicUsize::new(2), cell }) };
+    let layout = Layout::new::<FiberCell<S>>();
+    let raw = take(layout).cast::<FiberCell<S>>();
+    // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
+    // memory"), which nothing else points to: written whole, here, before anything reads it.
+    // The header's count starts at 2 (`Count::new`).
+    unsafe { raw.as_ptr().write(cell) };
     (FiberRef { ptr: raw }, OutputRef { ptr: raw })
 }
 
 impl FiberRef {
-    /// The block's address, for the registry (which borrows the run reference).
+    /// The cell's address, for the registry (which borrows the run reference).
     #[inline]
     pub(crate) fn as_ptr(this: &FiberRef) -> FiberPtr {
         this.ptr.as_ptr()
@@ -108,20 +107,20 @@ impl FiberRef {
         FiberRef { ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) } }
     }
 
-    /// A new counted reference to the block whose stage is at `stage`.
+    /// A new counted reference to the cell whose stage is at `stage`.
     ///
     /// # Safety
     ///
-    /// `stage` points at the `cell.stage` field of a live `Block<S>` made by [`new_pair`],
+    /// `stage` points at the `stage` field of a live `FiberCell<S>` made by [`new_pair`],
     /// which the caller holds a reference to.
     pub(crate) unsafe fn from_stage<S: Stage + 'static>(stage: *const S) -> FiberRef {
-        let offset = std::mem::offset_of!(Block<S>, cell.stage);
-        let block = stage.cast::<u8>().wrapping_sub(offset).cast::<Block<S>>().cast_mut();
-        // SAFETY: the caller's block, alive: it holds a reference; we add ours to the count.
-        let block = unsafe { NonNull::new_unchecked(block) };
+        let offset = std::mem::offset_of!(FiberCell<S>, stage);
+        let cell = stage.cast::<u8>().wrapping_sub(offset).cast::<FiberCell<S>>().cast_mut();
+        // SAFETY: the caller's cell, alive: it holds a reference; we add ours to the count.
+        let cell = unsafe { NonNull::new_unchecked(cell) };
         // SAFETY: as above.
-        unsafe { acquire(block.as_ref()) };
-        FiberRef { ptr: block }
+        unsafe { acquire(cell.as_ref()) };
+        FiberRef { ptr: cell }
     }
 }
 
@@ -130,8 +129,8 @@ impl Deref for FiberRef {
 
     #[inline]
     fn deref(&self) -> &FiberCell<dyn Stage> {
-        // SAFETY: a live reference keeps the block allocated ("counted like `Arc`").
-        unsafe { &self.ptr.as_ref().cell }
+        // SAFETY: a live reference keeps the cell allocated ("counted like `Arc`").
+        unsafe { self.ptr.as_ref() }
     }
 }
 
@@ -141,14 +140,14 @@ impl<T> Deref for OutputRef<T> {
     #[inline]
     fn deref(&self) -> &FiberCell<dyn Output<T>> {
         // SAFETY: as for FiberRef.
-        unsafe { &self.ptr.as_ref().cell }
+        unsafe { self.ptr.as_ref() }
     }
 }
 
 impl Clone for FiberRef {
     #[inline]
     fn clone(&self) -> FiberRef {
-        // SAFETY: we hold a reference, so the block is alive.
+        // SAFETY: we hold a reference, so the cell is alive.
         unsafe { acquire(self.ptr.as_ref()) };
         FiberRef { ptr: self.ptr }
     }
@@ -180,26 +179,26 @@ impl fmt::Debug for FiberRef {
 ///
 /// # Safety
 ///
-/// The caller holds a reference to `block`.
+/// The caller holds a reference to `cell`.
 #[inline]
-unsafe fn acquire<S: ?Sized>(block: &Block<S>) {
-    let previous = block.count.fetch_add(1, Ordering::Relaxed);
+unsafe fn acquire<S: ?Sized>(cell: &FiberCell<S>) {
+    let previous = cell.header.refs.0.fetch_add(1, Ordering::Relaxed);
     if previous > isize::MAX as usize {
         // As `Arc`: a count this high means leaked references; wrapping would free early.
         std::process::abort();
     }
 }
 
-/// Gives up a reference; the last one drops the cell and frees the block.
+/// Gives up a reference; the last one drops the cell and frees its memory.
 ///
 /// # Safety
 ///
-/// The caller gives up a reference it holds to the live block at `ptr`, once.
+/// The caller gives up a reference it holds to the live cell at `ptr`, once.
 #[inline]
-unsafe fn release<S: ?Sized>(ptr: NonNull<Block<S>>) {
-    // SAFETY: the caller's reference keeps the block alive until this decrement.
-    if drop_ref(&unsafe { ptr.as_ref() }.count) {
-        // SAFETY: we dropped the last reference, so the block is ours alone.
+unsafe fn release<S: ?Sized>(ptr: NonNull<FiberCell<S>>) {
+    // SAFETY: the caller's reference keeps the cell alive until this decrement.
+    if drop_ref(&unsafe { ptr.as_ref() }.header.refs.0) {
+        // SAFETY: we dropped the last reference, so the cell is ours alone.
         unsafe { free(ptr) }
     }
 }
@@ -219,10 +218,10 @@ fn drop_ref(count: &AtomicUsize) -> bool {
 ///
 /// # Safety
 ///
-/// The count of the live block at `ptr` has just reached zero by the caller's decrement.
+/// The count of the live cell at `ptr` has just reached zero by the caller's decrement.
 #[inline(never)]
-unsafe fn free<S: ?Sized>(ptr: NonNull<Block<S>>) {
-    // SAFETY: the block is alive and ours alone; its layout is read before its drop.
+unsafe fn free<S: ?Sized>(ptr: NonNull<FiberCell<S>>) {
+    // SAFETY: the cell is alive and ours alone; its layout is read before its drop.
     let layout = Layout::for_value(unsafe { ptr.as_ref() });
     // SAFETY: as above; the cell is dropped once, here, and not touched again.
     unsafe { std::ptr::drop_in_place(ptr.as_ptr()) };

@@ -3,11 +3,12 @@
 //!
 //! # Handles
 //!
-//! A `FiberCell<StageImpl<F, T>>` is allocated in a counted block (module `fiber::block`,
-//! which recycles the memory) and seen through two unsized views: [`FiberRef`] (a
-//! `FiberCell<dyn Stage>`), which the scheduler, the registry of started fibers and waiters
-//! hold, and `OutputRef<T>` (a `FiberCell<dyn Output<T>>`), which the `JoinHandle` holds.
-//! The header sits at a fixed offset, so reaching it costs no virtual call.
+//! A `FiberCell<StageImpl<F, T>>` is allocated and counted by module `fiber::block` (which
+//! recycles the memory; the count is in the header) and seen through two unsized views:
+//! [`FiberRef`] (a `FiberCell<dyn Stage>`), which the scheduler, the registry of started
+//! fibers and waiters hold, and `OutputRef<T>` (a `FiberCell<dyn Output<T>>`), which the
+//! `JoinHandle` holds. The header sits at offset 0, so reaching it costs no virtual call and
+//! no offset computation.
 //!
 //! # Invariants
 //!
@@ -38,6 +39,10 @@ pub(crate) use super::block::FiberRef;
 
 /// Everything the scheduler needs to know about a fiber, whatever its closure.
 pub(crate) struct Header {
+    /// The cell's reference count (module `fiber::block`, "counted like `Arc`"). In the
+    /// header, at a fixed offset, rather than before the cell, whose offset would then depend
+    /// on the closure's alignment.
+    pub(crate) refs: super::block::Count,
     pub(crate) id: u64,
     pub(crate) name: Option<Box<str>>,
     /// Stack size in bytes, guard page included, rounded to pages.
@@ -86,6 +91,7 @@ unsafe impl Send for Header {}
 impl Header {
     pub(crate) fn new(id: u64, name: Option<Box<str>>, stack_size: usize) -> Header {
         Header {
+            refs: super::block::Count::new(),
             id,
             name,
             stack_size,
@@ -192,7 +198,8 @@ impl Drop for Header {
 }
 
 /// A header followed by the fiber's typed stage. `repr(C)` fixes the stage's offset, which
-/// [`Output::fiber_ref`] relies on to get from the stage back to its block.
+/// [`Output::fiber_ref`] relies on to get from the stage back to its cell, and puts the header
+/// at offset 0 whatever the stage's alignment.
 #[repr(C)]
 pub(crate) struct FiberCell<S: ?Sized> {
     pub(crate) header: Header,
@@ -308,7 +315,7 @@ where
     }
 
     fn fiber_ref(&self) -> FiberRef {
-        // SAFETY: every StageImpl lives as the `cell.stage` field of a block made by
+        // SAFETY: every StageImpl lives as the `stage` field of a cell made by
         // `block::new_pair` (fiber::Builder::build), which the caller's handle keeps alive.
         unsafe { FiberRef::from_stage(self) }
     }

@@ -11,7 +11,7 @@
 //!   fiber owns itself"), which is released only when the fiber is recycled, and recycling
 //!   removes the entry first. So every pointer in the registry is to a live cell.
 
-/// A registered fiber: a pointer to its block (see "entries borrow the run reference").
+/// A registered fiber: a pointer to its cell (see "entries borrow the run reference").
 pub(crate) use crate::fiber::block::FiberPtr;
 
 #[derive(Default)]

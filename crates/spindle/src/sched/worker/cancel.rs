@@ -52,7 +52,7 @@ impl Worker {
                 // SAFETY: a registered pointer is to a live cell (module `sched::registry`,
                 // "entries borrow the run reference"), and no fiber runs or is recycled
                 // during this loop.
-                let header = unsafe { &(*fiber).cell.header };
+                let header = unsafe { &(*fiber).header };
                 if header.park.claim_parked() {
                     header.set_cancelled(CancelReason::Shutdown);
                     // SAFETY: we moved it out of `PARKED`: as its one rescheduler we own the

@@ -250,7 +250,7 @@ impl Drop for Worker {
         for fiber in parked {
             // SAFETY: a registered pointer is to a live cell ("entries borrow the run
             // reference"); nothing runs or is recycled any more.
-            let header = unsafe { &(*fiber).cell.header };
+            let header = unsafe { &(*fiber).header };
             if header.park.claim_parked() {
                 // SAFETY: we moved the fiber out of `PARKED`, so we are its one rescheduler and
                 // own the run reference it forgot when it parked ("a started fiber owns
