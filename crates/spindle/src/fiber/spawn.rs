@@ -105,7 +105,7 @@ impl Builder {
         T: Send + 'static,
     {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
-        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let local = LocalFn::new(f, worker);
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
         fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.place_new(fiber);
@@ -140,7 +140,7 @@ impl Builder {
     {
         let worker =
             worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
-        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let local = LocalFn::new(f, worker);
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
         fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.run_now(fiber);
@@ -217,8 +217,16 @@ where
 /// The closure of a `spawn_local` fiber, which need not be `Send`.
 struct LocalFn<F> {
     f: std::mem::ManuallyDrop<F>,
-    /// The thread that spawned it, which is the only one that runs or drops `f`.
+    /// The thread that spawned it, which is the only one that runs or drops `f`: the worker's,
+    /// read from the worker (`thread::current()` would cost a thread-local access and a
+    /// reference count taken and given back per spawn).
     thread: thread::ThreadId,
+}
+
+impl<F> LocalFn<F> {
+    fn new(f: F, worker: &worker::Worker) -> LocalFn<F> {
+        LocalFn { f: std::mem::ManuallyDrop::new(f), thread: worker.thread }
+    }
 }
 
 impl<F: FnOnce() -> T, T> LocalFn<F> {
