@@ -88,3 +88,16 @@ fn cancel_through_a_handle_reaches_the_fiber_and_frees_it() {
     });
     assert_eq!(drops.load(Ordering::SeqCst), 1, "the cancelled fiber's frame was unwound");
 }
+
+#[test]
+fn fibers_whose_closures_are_large_spawn_and_join_as_others() {
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+    rt.block_on(|| {
+        for i in 0..50u8 {
+            // A cell larger than the block cache keeps: from and to the allocator.
+            let big = [i; 8192];
+            let h = spindle::spawn(move || big.iter().map(|&b| u64::from(b)).sum::<u64>());
+            assert_eq!(h.join().unwrap(), u64::from(i) * 8192);
+        }
+    });
+}

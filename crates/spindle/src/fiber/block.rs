@@ -22,7 +22,8 @@
 //! - **A freed block is plain memory.** The cell is dropped in place before its memory goes to
 //!   the cache of the thread that dropped the last reference. The cache holds only memory of
 //!   the global allocator with the layout it is filed under, hands a block out only for that
-//!   layout, and gives memory back to the allocator beyond `CACHE_CAP` blocks per layout or
+//!   layout, keeps none larger than `CACHE_MAX_BLOCK` bytes (so a thread holds at most about
+//!   half a MiB), gives memory back to the allocator beyond `CACHE_CAP` blocks per layout or
 //!   `CACHE_LAYOUTS` layouts (plus the one hot block), and when its thread exits. No user
 //!   code runs while the cache is borrowed (the cell's drop runs before), so it is never
 //!   borrowed twice.
@@ -80,7 +81,9 @@ where
     S: Stage + Output<T> + 'static,
 {
     let layout = Layout::new::<FiberCell<S>>();
-    let raw = take(layout).cast::<FiberCell<S>>();
+    // The size is a constant here: the branch folds away.
+    let raw = if layout.size() <= CACHE_MAX_BLOCK { take(layout) } else { allocate(layout) };
+    let raw = raw.cast::<FiberCell<S>>();
     // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
     // memory"), which nothing else points to: written whole, here, before anything reads it.
     // The header's count starts at 2 (`Count::new`).
@@ -232,6 +235,9 @@ unsafe fn free<S: ?Sized>(ptr: NonNull<FiberCell<S>>) {
 const CACHE_CAP: usize = 64;
 /// Most layouts a thread keeps blocks of (few closure types are spawned in a loop).
 const CACHE_LAYOUTS: usize = 8;
+/// Larger blocks (a closure that captures a large array) go to and come from the allocator:
+/// the cache would hold too much memory, and malloc's share of their cost is small.
+const CACHE_MAX_BLOCK: usize = 1024;
 
 /// Freed blocks of one thread, by layout ("a freed block is plain memory").
 struct Cache {
@@ -274,7 +280,8 @@ thread_local! {
     static CACHE: RefCell<Cache> = const { RefCell::new(Cache { hot: None, classes: Vec::new() }) };
 }
 
-/// Memory for a block of `layout`: a cached one, else the allocator's. Out of line: inlined,
+/// Memory for a block of `layout` (at most `CACHE_MAX_BLOCK` bytes): a cached one, else the
+/// allocator's. Out of line: inlined,
 /// it made the spawns that inline `new_pair` copy the cell twice.
 #[inline(never)]
 fn take(layout: Layout) -> NonNull<u8> {
@@ -291,29 +298,30 @@ fn take(layout: Layout) -> NonNull<u8> {
         })
         .ok()
         .flatten();
-    match cached {
-        Some(block) => block,
-        None => {
-            // SAFETY: `layout` is a block's, never zero-sized (it holds the count).
-            let raw = unsafe { std::alloc::alloc(layout) };
-            NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
-        }
-    }
+    cached.unwrap_or_else(|| allocate(layout))
+}
+
+/// Memory for a block of `layout` from the global allocator.
+fn allocate(layout: Layout) -> NonNull<u8> {
+    // SAFETY: `layout` is a cell's, never zero-sized (its header holds the count).
+    let raw = unsafe { std::alloc::alloc(layout) };
+    NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
 }
 
 /// Files the memory of a freed block for reuse on this thread, or frees it.
 #[inline]
 fn put(block: NonNull<u8>, layout: Layout) {
-    let kept = CACHE
-        .try_with(|cache| {
-            let Ok(mut cache) = cache.try_borrow_mut() else { return false };
-            // The newest block is the hot one; the one it replaces is filed by layout.
-            if let Some((l, previous)) = cache.hot.replace((layout, block)) {
-                cache.file(previous, l);
-            }
-            true
-        })
-        .unwrap_or(false);
+    let kept = layout.size() <= CACHE_MAX_BLOCK
+        && CACHE
+            .try_with(|cache| {
+                let Ok(mut cache) = cache.try_borrow_mut() else { return false };
+                // The newest block is the hot one; the one it replaces is filed by layout.
+                if let Some((l, previous)) = cache.hot.replace((layout, block)) {
+                    cache.file(previous, l);
+                }
+                true
+            })
+            .unwrap_or(false);
     if !kept {
         // SAFETY: the block's memory, from the global allocator with `layout`, no longer
         // used by anyone (its cell was dropped) and not in the cache.
@@ -349,6 +357,18 @@ mod tests {
             }
         });
         // The rest is freed with the thread's cache (valgrind sees no leak).
+    }
+
+    #[test]
+    fn blocks_larger_than_the_cap_are_not_cached() {
+        let large = Layout::from_size_align(CACHE_MAX_BLOCK + 8, 8).unwrap();
+        let block = allocate(large);
+        put(block, large);
+        CACHE.with(|cache| {
+            let cache = cache.borrow();
+            assert!(cache.hot.is_none_or(|(l, _)| l != large), "not the hot block");
+            assert!(cache.classes.iter().all(|(l, _)| *l != large), "not filed");
+        });
     }
 }
 
