@@ -246,22 +246,48 @@ impl Worker {
         }
     }
 
-    /// Yields the running fiber: it goes to the back of the run queue.
+    /// Yields the running fiber: it goes to the back of the run queue. The case where nothing
+    /// else is runnable (no fiber queued or in the slot, no remote work, no task queued: what
+    /// `pop_runnable` and `has_queued` below would find) is inline and keeps running without
+    /// entering the out-of-line switch path (whose register saves cost as much as the checks).
+    #[inline]
     pub(crate) fn yield_fiber(&self) {
+        if self.fibers.has_runnable() || self.shared.driver.has_remote_work() || self.tasks.has_queued() {
+            return self.yield_switch();
+        }
+        self.keep_running_on_yield();
+    }
+
+    /// A yield with nothing else runnable: keep running, but still look at the reactor now
+    /// and then, or a fiber spinning on yield_now would starve timers and I/O.
+    #[inline]
+    fn keep_running_on_yield(&self) {
+        self.count_switch();
+        if self.stopping.get() {
+            // Shutdown: let the scheduler context cancel us.
+            self.yield_for_shutdown();
+        }
+        self.check_cancel()
+    }
+
+    /// At shutdown, a yield goes to the scheduler context (which cancels the fiber).
+    #[cold]
+    #[inline(never)]
+    fn yield_for_shutdown(&self) {
+        let me = self.current.take().expect("yield_now outside a fiber on a worker");
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        self.fibers.push_back(me);
+        self.switch_away(save, header, None);
+    }
+
+    /// The yield of [`yield_fiber`](Self::yield_fiber) when something else may be runnable.
+    #[inline(never)]
+    fn yield_switch(&self) {
         let next = self.pop_runnable();
         if next.is_none() && !self.tasks.has_queued() {
-            // Nothing else is runnable: keep running, but still look at the reactor now and
-            // then, or a fiber spinning on yield_now would starve timers and I/O.
-            self.count_switch();
-            if self.stopping.get() {
-                // Shutdown: let the scheduler context cancel us.
-                let me = self.current.take().expect("yield_now outside a fiber on a worker");
-                let header: *const Header = &me.header;
-                let save = me.header.sp.as_ptr();
-                self.fibers.push_back(me);
-                self.switch_away(save, header, None);
-            }
-            return self.check_cancel();
+            // The remote work was no fiber and no task after all.
+            return self.keep_running_on_yield();
         }
         // Another fiber, or queued tasks (`switch_away` then goes to the scheduler context
         // to poll them: a fiber spinning on yield_now must not starve the tasks either).
