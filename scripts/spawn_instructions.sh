@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# Instructions per spawn + 2 yields + join (example spawn_join_count), measured with callgrind
-# as the difference between two runs, so that process start-up and runtime build cancel out.
-# Usage: scripts/spawn_instructions.sh [small_n] [large_n]
+# Instructions per fiber spawn + run + join, measured with callgrind as the difference between
+# two runs, so that process start-up and runtime build cancel out.
+#
+#   scripts/spawn_instructions.sh [small_n] [large_n]
+#       spawn + 2 yields + join from a fiber (example spawn_join_count)
+#   scripts/spawn_instructions.sh --now [named] [small_n] [large_n]
+#       spawn_now from an async task + await of the JoinHandle, the fiber not parking
+#       (example spawn_now_count; `named` adds a per-spawn name and stack size, as spindle-http)
 set -euo pipefail
+example=spawn_join_count
+mode=
+if [ "${1:-}" = "--now" ]; then
+    example=spawn_now_count
+    shift
+    if [ "${1:-}" = "named" ]; then
+        mode=named
+        shift
+    fi
+fi
 small=${1:-1000}
 large=${2:-21000}
-cargo build -q --release -p spindle --example spawn_join_count
-bin="${CARGO_TARGET_DIR:-target}/release/examples/spawn_join_count"
+cargo build -q --release -p spindle --example "$example"
+bin="${CARGO_TARGET_DIR:-target}/release/examples/$example"
 count() {
     local out
     out=$(mktemp)
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" "$1" 2>&1 | grep -o 'Collected : [0-9]*' | grep -o '[0-9]*'
+    # shellcheck disable=SC2086 # $mode is empty or one word
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" "$1" $mode 2>&1 | grep -o 'Collected : [0-9]*' | grep -o '[0-9]*'
     rm -f "$out"
 }
 a=$(count "$small")
 b=$(count "$large")
-echo "instructions per spawn+join: $(( (b - a) / (large - small) ))"
+echo "instructions per $example${mode:+ ($mode)}: $(( (b - a) / (large - small) ))"

@@ -3,10 +3,12 @@
 //!
 //! # Handles
 //!
-//! A `FiberCell<StageImpl<F, T>>` is allocated in an `Arc` and seen through two unsized views:
-//! [`FiberRef`] (`Arc<FiberCell<dyn Stage>>`), which the scheduler, the registry of started
-//! fibers and waiters hold, and `Arc<FiberCell<dyn Output<T>>>`, which the `JoinHandle`
-//! holds. The header sits at a fixed offset, so reaching it costs no virtual call.
+//! A `FiberCell<StageImpl<F, T>>` is allocated and counted by module `fiber::block` (which
+//! recycles the memory; the count is in the header) and seen through two unsized views:
+//! [`FiberRef`] (a `FiberCell<dyn Stage>`), which the scheduler, the registry of started
+//! fibers and waiters hold, and `OutputRef<T>` (a `FiberCell<dyn Output<T>>`), which the
+//! `JoinHandle` holds. The header sits at offset 0, so reaching it costs no virtual call and
+//! no offset computation.
 //!
 //! # Invariants
 //!
@@ -33,11 +35,14 @@ use crate::park::completion::Completion;
 use crate::park::ParkState;
 use crate::sched::worker::WorkerShared;
 
-/// A reference to a fiber as the scheduler sees it.
-pub(crate) type FiberRef = Arc<FiberCell<dyn Stage>>;
+pub(crate) use super::block::FiberRef;
 
 /// Everything the scheduler needs to know about a fiber, whatever its closure.
 pub(crate) struct Header {
+    /// The cell's reference count (module `fiber::block`, "counted like `Arc`"). In the
+    /// header, at a fixed offset, rather than before the cell, whose offset would then depend
+    /// on the closure's alignment.
+    pub(crate) refs: super::block::Count,
     pub(crate) id: u64,
     pub(crate) name: Option<Box<str>>,
     /// Stack size in bytes, guard page included, rounded to pages.
@@ -86,6 +91,7 @@ unsafe impl Send for Header {}
 impl Header {
     pub(crate) fn new(id: u64, name: Option<Box<str>>, stack_size: usize) -> Header {
         Header {
+            refs: super::block::Count::new(),
             id,
             name,
             stack_size,
@@ -192,7 +198,8 @@ impl Drop for Header {
 }
 
 /// A header followed by the fiber's typed stage. `repr(C)` fixes the stage's offset, which
-/// [`Output::fiber_ref`] relies on to get from the stage back to its cell.
+/// [`Output::fiber_ref`] relies on to get from the stage back to its cell, and puts the header
+/// at offset 0 whatever the stage's alignment.
 #[repr(C)]
 pub(crate) struct FiberCell<S: ?Sized> {
     pub(crate) header: Header,
@@ -258,7 +265,12 @@ where
             unreachable!("fiber stage run twice");
         };
         let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        super::cancel::end();
+        if header.is_cancelled() {
+            // Only a cancelled fiber records its unwinding (`cancel::begin`, called for a
+            // fiber whose cancel word is set, which is never cleared): one relaxed load
+            // instead of a thread-local access for every fiber that ends.
+            super::cancel::end();
+        }
         // Fiber-locals are dropped on the fiber, before completion is published.
         if !header.locals.borrow().is_empty() {
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -268,8 +280,10 @@ where
                 result = Err(payload);
             }
         }
-        // SAFETY: as above; `state` is not used past this point, so re-borrow.
-        unsafe { *self.state.get() = State::Done(result) };
+        // SAFETY: as above; `state` is not used past this point, so re-borrow. The state is
+        // `Running` (set above), which owns nothing: overwriting it without dropping it
+        // leaks nothing, and skips the drop glue of the closure's variant.
+        unsafe { self.state.get().write(State::Done(result)) };
         header.complete();
     }
 
@@ -301,15 +315,8 @@ where
     }
 
     fn fiber_ref(&self) -> FiberRef {
-        let offset = std::mem::offset_of!(FiberCell<StageImpl<F, T>>, stage);
-        let cell =
-            (self as *const Self).cast::<u8>().wrapping_sub(offset).cast::<FiberCell<StageImpl<F, T>>>();
-        // SAFETY: every StageImpl lives as the `stage` field of a repr(C) FiberCell allocated
-        // by `Arc::new` (fiber::Builder::build), so `cell` points at that Arc's value, which
-        // the caller's handle keeps alive; we add one strong count for the Arc we return.
-        unsafe {
-            Arc::increment_strong_count(cell);
-            Arc::from_raw(cell)
-        }
+        // SAFETY: every StageImpl lives as the `stage` field of a cell made by
+        // `block::new_pair` (fiber::Builder::build), which the caller's handle keeps alive.
+        unsafe { FiberRef::from_stage(self) }
     }
 }

@@ -6,9 +6,8 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
-use super::control::{FiberCell, Output};
+use super::block::OutputRef;
 use super::FiberId;
 use crate::error::{CancelReason, JoinError};
 use crate::park::completion::Joiner;
@@ -17,7 +16,7 @@ use crate::sched::caller::blocking_caller;
 /// Owns the right to wait for a fiber and take its result, like `std::thread::JoinHandle`.
 /// Dropping it detaches the fiber.
 pub struct JoinHandle<T> {
-    cell: Arc<FiberCell<dyn Output<T>>>,
+    cell: OutputRef<T>,
     joiner: Joiner,
     _not_sync: PhantomData<*const ()>,
 }
@@ -27,7 +26,7 @@ pub struct JoinHandle<T> {
 unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(cell: Arc<FiberCell<dyn Output<T>>>) -> JoinHandle<T> {
+    pub(crate) fn new(cell: OutputRef<T>) -> JoinHandle<T> {
         JoinHandle { cell, joiner: Joiner::default(), _not_sync: PhantomData }
     }
 

@@ -15,6 +15,7 @@
 //!   unwinds across a context switch.
 
 pub(crate) mod arch;
+pub(crate) mod block;
 pub(crate) mod cancel;
 pub(crate) mod control;
 mod join;
@@ -33,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 pub use crate::error::{CancelReason, Cancelled, JoinError};
-use control::FiberRef;
+use block::FiberRef;
 pub use join::JoinHandle;
 pub use local::FiberLocal;
 pub(crate) use no_park::check as check_no_park;

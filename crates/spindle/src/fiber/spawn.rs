@@ -7,10 +7,10 @@
 //! `sched::worker::switch`.
 
 use std::io;
-use std::sync::Arc;
 use std::thread;
 
-use super::control::{FiberCell, FiberRef, Header, Output, StageImpl};
+use super::block;
+use super::control::{FiberCell, FiberRef, Header, StageImpl};
 use super::{stack, FiberId, JoinHandle};
 use crate::sched::worker;
 
@@ -105,7 +105,7 @@ impl Builder {
         T: Send + 'static,
     {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
-        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let local = LocalFn::new(f, worker);
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
         fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.place_new(fiber);
@@ -140,7 +140,7 @@ impl Builder {
     {
         let worker =
             worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
-        let local = LocalFn { f: std::mem::ManuallyDrop::new(f), thread: thread::current().id() };
+        let local = LocalFn::new(f, worker);
         let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
         fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
         worker.run_now(fiber);
@@ -168,9 +168,8 @@ impl Builder {
         };
         let mut header = Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
         header.pinned = pinned;
-        let cell = Arc::new(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
-        let output: Arc<FiberCell<dyn Output<T>>> = cell.clone();
-        Ok((cell, JoinHandle::new(output)))
+        let (fiber, output) = block::new_pair(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
+        Ok((fiber, JoinHandle::new(output)))
     }
 }
 
@@ -218,8 +217,16 @@ where
 /// The closure of a `spawn_local` fiber, which need not be `Send`.
 struct LocalFn<F> {
     f: std::mem::ManuallyDrop<F>,
-    /// The thread that spawned it, which is the only one that runs or drops `f`.
+    /// The thread that spawned it, which is the only one that runs or drops `f`: the worker's,
+    /// read from the worker (`thread::current()` would cost a thread-local access and a
+    /// reference count taken and given back per spawn).
     thread: thread::ThreadId,
+}
+
+impl<F> LocalFn<F> {
+    fn new(f: F, worker: &worker::Worker) -> LocalFn<F> {
+        LocalFn { f: std::mem::ManuallyDrop::new(f), thread: worker.thread }
+    }
 }
 
 impl<F: FnOnce() -> T, T> LocalFn<F> {

@@ -78,17 +78,23 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// Rounds a requested stack size (guard page included) up to whole pages and checks bounds.
+#[inline]
 pub(crate) fn normalize_size(requested: usize) -> io::Result<usize> {
     if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&requested) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "fiber stack size {requested} is out of range ({MIN_STACK_SIZE}..={MAX_STACK_SIZE} bytes)"
-            ),
-        ));
+        return Err(out_of_range(requested));
     }
-    let page = page_size();
-    Ok(requested.div_ceil(page) * page)
+    // `page_size` is a power of two: round up with a mask, not a division.
+    let mask = page_size() - 1;
+    Ok((requested + mask) & !mask)
+}
+
+/// The error of [`normalize_size`], out of its inlined path.
+#[cold]
+fn out_of_range(requested: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("fiber stack size {requested} is out of range ({MIN_STACK_SIZE}..={MAX_STACK_SIZE} bytes)"),
+    )
 }
 
 /// One mapping holding the stacks of one chunk; unmapped whole when dropped, that is when the

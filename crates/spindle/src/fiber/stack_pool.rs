@@ -12,6 +12,10 @@ use super::stack::{release_pages, Chunk, Stack};
 /// A LIFO cache of free stacks of one worker, and the chunks they are carved from.
 #[derive(Debug)]
 pub(crate) struct StackPool {
+    /// The most recently released stack, above all of `free` in LIFO order: a fiber that
+    /// finishes and a spawn that follows (the common rhythm) hand it over with a move and a
+    /// comparison, without searching `free` (see `put` and `get`). Counted in `cached`.
+    hot: Option<Stack>,
     /// Free stacks by size; most recently released last. Few sizes are in use at once, so a
     /// small vector beats a map.
     free: Vec<(usize, Vec<Stack>)>,
@@ -44,6 +48,7 @@ const RELEASE_BATCH: usize = 1024;
 impl StackPool {
     pub(crate) fn new(max_cached: usize, keep_warm: usize) -> StackPool {
         StackPool {
+            hot: None,
             free: Vec::new(),
             cached: 0,
             max_cached,
@@ -55,7 +60,18 @@ impl StackPool {
     }
 
     /// A stack of `len` bytes: the warmest free one, or one of a newly mapped chunk.
+    #[inline]
     pub(crate) fn get(&mut self, len: usize) -> io::Result<Stack> {
+        if self.hot.as_ref().is_some_and(|s| s.len() == len) {
+            self.cached -= 1;
+            return Ok(self.hot.take().expect("checked above"));
+        }
+        self.get_listed(len)
+    }
+
+    /// [`get`](Self::get) when the hot stack is not one of `len` bytes.
+    #[inline(never)]
+    fn get_listed(&mut self, len: usize) -> io::Result<Stack> {
         if let Some((_, list)) = self.free.iter_mut().find(|(size, _)| *size == len) {
             if let Some(stack) = list.pop() {
                 self.cached -= 1;
@@ -89,19 +105,37 @@ impl StackPool {
     /// given back, the pages of the stacks beyond `keep_warm` are given back in one batch. A
     /// burst that fits in `max_cached` (the warm case: the same fibers spawned again and again)
     /// keeps its pages until the worker idles, so the next burst does not fault them in again.
+    #[inline]
     pub(crate) fn put(&mut self, mut stack: Stack) {
         stack.dirty = true;
         self.batch = 1;
         self.cached += 1;
         self.released_since_trim += 1;
         self.released_since_release += 1;
+        // The new stack is the warmest: it becomes the hot one, and the previous hot one goes
+        // on top of its list (LIFO order is kept: hot, then each list from its end).
+        if let Some(previous) = self.hot.replace(stack) {
+            self.list(previous);
+        }
+        if self.released_since_release > self.max_cached.max(self.keep_warm) + RELEASE_BATCH {
+            self.release_cold_pages();
+        }
+    }
+
+    /// Moves the hot stack, if any, on top of its list: before anything walks the lists.
+    fn settle(&mut self) {
+        if let Some(stack) = self.hot.take() {
+            self.list(stack);
+        }
+    }
+
+    /// Puts a free stack (counted in `cached` already) on top of the list of its size.
+    #[inline(never)]
+    fn list(&mut self, stack: Stack) {
         let len = stack.len();
         match self.free.iter_mut().find(|(size, _)| *size == len) {
             Some((_, list)) => list.push(stack),
             None => self.free.push((len, vec![stack])),
-        }
-        if self.released_since_release > self.max_cached.max(self.keep_warm) + RELEASE_BATCH {
-            self.release_cold_pages();
         }
     }
 
@@ -118,6 +152,7 @@ impl StackPool {
             return;
         }
         self.released_since_trim = 0;
+        self.settle();
         if self.cached > self.max_cached {
             self.unmap_free_chunks();
         }
@@ -128,6 +163,7 @@ impl StackPool {
     /// (batched; the mappings stay).
     fn release_cold_pages(&mut self) {
         self.released_since_release = 0;
+        self.settle();
         let mut cold: Vec<&mut Stack> = Vec::new();
         for (_, list) in &mut self.free {
             let n = list.len().saturating_sub(self.keep_warm);
@@ -194,6 +230,25 @@ mod tests {
         assert_eq!(pool.cached(), spares + 2, "a release keeps the stack, whatever the cap");
         assert_eq!(pool.get(64 * 1024).unwrap().top(), b_top, "most recent first");
         assert_eq!(pool.get(64 * 1024).unwrap().top(), a_top);
+    }
+
+    #[test]
+    fn the_hot_stack_keeps_lifo_order_across_sizes_and_counts_as_cached() {
+        let (small, large) = (32 * 1024, 64 * 1024);
+        let mut pool = StackPool::new(1000, 1000);
+        let a = pool.get(small).unwrap();
+        let b = pool.get(large).unwrap();
+        let c = pool.get(small).unwrap();
+        let (a_top, b_top, c_top) = (a.top(), b.top(), c.top());
+        let cached = pool.cached();
+        pool.put(a);
+        pool.put(b); // hot now: `a` goes on top of the small list
+        pool.put(c); // hot now: `b` goes on top of the large list
+        assert_eq!(pool.cached(), cached + 3, "the hot stack counts as cached");
+        assert_eq!(pool.get(large).unwrap().top(), b_top, "a size the hot stack is not");
+        assert_eq!(pool.get(small).unwrap().top(), c_top, "the hot stack, most recent");
+        assert_eq!(pool.get(small).unwrap().top(), a_top);
+        assert_eq!(pool.cached(), cached);
     }
 
     #[test]

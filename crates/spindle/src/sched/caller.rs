@@ -23,17 +23,28 @@ pub(crate) enum Caller {
 /// # Panics
 ///
 /// On a spindle worker outside a fiber (an async task), naming the async alternative.
+///
+/// Inlined (every join, park and blocking wait asks), the panic out of line.
+#[inline]
 #[track_caller]
 pub(crate) fn blocking_caller(call: &str) -> Caller {
     match worker::current() {
         Some(w) if w.in_fiber() => Caller::Fiber(w),
-        Some(_) => panic!(
-            "spindle: `{call}` is a blocking-style call and was made from an async task on a spindle worker, \
-             where it would stall every fiber and task of that worker; use {} instead",
-            async_alternative(call)
-        ),
+        Some(_) => from_a_task(call),
         None => Caller::Thread,
     }
+}
+
+/// The panic of [`blocking_caller`] in an async task.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn from_a_task(call: &str) -> ! {
+    panic!(
+        "spindle: `{call}` is a blocking-style call and was made from an async task on a spindle worker, \
+         where it would stall every fiber and task of that worker; use {} instead",
+        async_alternative(call)
+    )
 }
 
 /// The async counterpart of a blocking-style call, for the panic message.

@@ -11,10 +11,8 @@
 //!   fiber owns itself"), which is released only when the fiber is recycled, and recycling
 //!   removes the entry first. So every pointer in the registry is to a live cell.
 
-use crate::fiber::control::{FiberCell, Stage};
-
 /// A registered fiber: a pointer to its cell (see "entries borrow the run reference").
-pub(crate) type FiberPtr = *const FiberCell<dyn Stage>;
+pub(crate) use crate::fiber::block::FiberPtr;
 
 #[derive(Default)]
 pub(crate) struct Registry {

@@ -91,8 +91,16 @@ impl Worker {
         }
     }
 
-    /// Takes a new fiber from the injector (counted).
+    /// Takes a new fiber from the injector (counted). An empty injector is seen with two
+    /// loads: crossbeam's `steal` finds it empty only after a `SeqCst` fence, a cost every
+    /// fiber that finishes or parks with nothing runnable here would pay. Missing a fiber
+    /// pushed meanwhile is harmless: nobody sleeps on this look (a worker about to sleep looks
+    /// again after announcing it is idle, module `sched::idle`).
+    #[inline]
     pub(super) fn take_injected(&self) -> Option<FiberRef> {
+        if self.rt.injector_is_empty() {
+            return None;
+        }
         let f = self.rt.steal_injected_fiber()?;
         bump(&self.shared.stats.injected_taken, 1);
         Some(f)

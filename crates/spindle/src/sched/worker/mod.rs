@@ -157,6 +157,8 @@ pub(crate) fn current() -> Option<&'static Worker> {
 /// A worker's thread-local state, grouped by mechanism.
 pub(crate) struct Worker {
     pub(crate) shared: Arc<WorkerShared>,
+    /// The worker's thread (`Worker::new` runs on it).
+    pub(crate) thread: std::thread::ThreadId,
     pub(crate) rt: Arc<RuntimeShared>,
     /// Runnable fibers (module `fiber_queue`).
     fibers: FiberQueue,
@@ -192,6 +194,7 @@ impl Worker {
         let deque = rt.workers[index].take_deque();
         Worker {
             shared: rt.workers[index].clone(),
+            thread: std::thread::current().id(),
             rt,
             fibers: FiberQueue::new(),
             tasks: TaskQueue::new(deque),

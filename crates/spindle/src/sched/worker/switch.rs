@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use super::{current, Queued, Worker};
 use crate::fiber::arch;
-use crate::fiber::control::{FiberCell, FiberRef, Header, Stage};
+use crate::fiber::block::FiberPtr;
+use crate::fiber::control::{FiberRef, Header};
 use crate::fiber::overflow;
 use crate::fiber::sanitizer;
 use crate::park::Park;
@@ -48,8 +49,7 @@ impl Worker {
 
     /// Runs the body of the current fiber; called by [`fiber_entry`] on the fiber's stack.
     fn run_current(&self) {
-        let cell: *const FiberCell<dyn Stage> =
-            self.with_current(|f| Arc::as_ptr(f.expect("fiber entry without a fiber")));
+        let cell: FiberPtr = self.with_current(|f| FiberRef::as_ptr(f.expect("fiber entry without a fiber")));
         // SAFETY: the fiber's run reference lives until it is recycled, after this call
         // returns ("a started fiber owns itself"), so the cell outlives this call; no RefCell
         // borrow is held while the user's closure runs.
@@ -81,17 +81,18 @@ impl Worker {
         self.start(fiber)
     }
 
-    /// The first-run half of [`prepare`](Self::prepare).
-    #[cold]
+    /// The first-run half of [`prepare`](Self::prepare): once per fiber, so out of line but
+    /// not cold.
     #[inline(never)]
     fn start(&self, fiber: &FiberRef) -> Option<usize> {
         let header = &fiber.header;
-        // A fiber spawned on a worker got its stack at spawn; one spawned from outside the
-        // runtime gets it now, and a failure here can only reach its joiner.
-        let stack = match header.stack.take() {
-            Some(stack) => stack,
-            None => match self.alloc_stack(header.stack_size) {
-                Ok(stack) => stack,
+        // SAFETY: `stack` is owner-only ("owner-only fields", module `fiber::control`): we are
+        // the worker starting the fiber, and only read whether it holds a stack.
+        if unsafe { (*header.stack.as_ptr()).is_none() } {
+            // A fiber spawned on a worker got its stack at spawn; one spawned from outside
+            // the runtime gets it now, and a failure here can only reach its joiner.
+            match self.alloc_stack(header.stack_size) {
+                Ok(stack) => header.stack.set(Some(stack)),
                 Err(err) => {
                     crate::report::error(format_args!(
                         "spindle: fiber {} ({}): {err}",
@@ -101,20 +102,22 @@ impl Worker {
                     fiber.stage.abort_unstarted(header, Box::new(err.to_string()));
                     return None;
                 }
-            },
-        };
+            }
+        }
+        // SAFETY: owner-only, as above; the stack is read in place (not moved out and back)
+        // and the slot is not written while this reference lives.
+        let stack = unsafe { (*header.stack.as_ptr()).as_ref() }.expect("a starting fiber has a stack");
         // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
         // and has a guard page below (Stack's contract).
         let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
         header.guard.set(stack.guard());
         header.san.start_fiber(stack.bottom(), stack.top());
-        header.stack.set(Some(stack));
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let slot = self.registry.borrow_mut().insert(Arc::as_ptr(fiber));
-        header.slot.set(slot);
+        let mut registry = self.registry.borrow_mut();
+        header.slot.set(registry.insert(FiberRef::as_ptr(fiber)));
         bump(&self.shared.stats.fibers_started, 1);
-        self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+        self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
         Some(sp)
     }
 
@@ -226,7 +229,7 @@ impl Worker {
         }
     }
 
-    #[cold]
+    /// Once per fiber: out of line, not cold.
     #[inline(never)]
     fn recycle(&self, done: Option<FiberRef>) {
         if let Some(done) = done {
@@ -234,29 +237,57 @@ impl Worker {
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
-            self.registry.borrow_mut().remove(done.header.slot.get());
-            self.shared.stats.parked_fibers.store(self.registry.borrow().len() as u64, Ordering::Relaxed);
+            let mut registry = self.registry.borrow_mut();
+            registry.remove(done.header.slot.get());
+            self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
+            drop(registry);
             // The run reference goes last, once the registry no longer points at the cell.
             drop(done);
         }
     }
 
-    /// Yields the running fiber: it goes to the back of the run queue.
+    /// Yields the running fiber: it goes to the back of the run queue. The case where nothing
+    /// else is runnable (no fiber queued or in the slot, no remote work, no task queued: what
+    /// `pop_runnable` and `has_queued` below would find) is inline and keeps running without
+    /// entering the out-of-line switch path (whose register saves cost as much as the checks).
+    #[inline]
     pub(crate) fn yield_fiber(&self) {
+        if self.fibers.has_runnable() || self.shared.driver.has_remote_work() || self.tasks.has_queued() {
+            return self.yield_switch();
+        }
+        self.keep_running_on_yield();
+    }
+
+    /// A yield with nothing else runnable: keep running, but still look at the reactor now
+    /// and then, or a fiber spinning on yield_now would starve timers and I/O.
+    #[inline]
+    fn keep_running_on_yield(&self) {
+        self.count_switch();
+        if self.stopping.get() {
+            // Shutdown: let the scheduler context cancel us.
+            self.yield_for_shutdown();
+        }
+        self.check_cancel()
+    }
+
+    /// At shutdown, a yield goes to the scheduler context (which cancels the fiber).
+    #[cold]
+    #[inline(never)]
+    fn yield_for_shutdown(&self) {
+        let me = self.current.take().expect("yield_now outside a fiber on a worker");
+        let header: *const Header = &me.header;
+        let save = me.header.sp.as_ptr();
+        self.fibers.push_back(me);
+        self.switch_away(save, header, None);
+    }
+
+    /// The yield of [`yield_fiber`](Self::yield_fiber) when something else may be runnable.
+    #[inline(never)]
+    fn yield_switch(&self) {
         let next = self.pop_runnable();
         if next.is_none() && !self.tasks.has_queued() {
-            // Nothing else is runnable: keep running, but still look at the reactor now and
-            // then, or a fiber spinning on yield_now would starve timers and I/O.
-            self.count_switch();
-            if self.stopping.get() {
-                // Shutdown: let the scheduler context cancel us.
-                let me = self.current.take().expect("yield_now outside a fiber on a worker");
-                let header: *const Header = &me.header;
-                let save = me.header.sp.as_ptr();
-                self.fibers.push_back(me);
-                self.switch_away(save, header, None);
-            }
-            return self.check_cancel();
+            // The remote work was no fiber and no task after all.
+            return self.keep_running_on_yield();
         }
         // Another fiber, or queued tasks (`switch_away` then goes to the scheduler context
         // to poll them: a fiber spinning on yield_now must not starve the tasks either).
