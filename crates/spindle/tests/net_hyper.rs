@@ -35,6 +35,9 @@ fn hyper_server_and_client_over_spindle_tcp() {
             let mut bodies = Vec::new();
             for path in ["/a", "/b", "/c"] {
                 let req = Request::get(path).header("host", "x").body(Full::new(Bytes::new())).unwrap();
+                // The connection task may not have taken up the next request yet (it may run
+                // on another worker): hyper's client needs `ready` between requests.
+                sender.ready().await.unwrap();
                 let resp = sender.send_request(req).await.unwrap();
                 assert_eq!(resp.status(), 200);
                 let body = resp.into_body().collect().await.unwrap().to_bytes();
