@@ -15,10 +15,13 @@ use crate::sched::task_ref::TaskRef;
 /// A worker wakes an idle worker to steal from it when more than this many tasks wait in its
 /// stealable queue. A wake-up costs the two threads about as much CPU as a few short polls,
 /// and with the shared task reactor an idle worker receives new events itself (module
-/// `reactor::shared_io`), so only a real backlog is worth sharing: measured on the http
-/// suite's hello_2w (wrk on the same 2 CPUs), 1 and 2 cost 8.8-9.1 us of CPU per request,
-/// 4 7.96-8.25, 16 7.8 (tokio-hyper 7.4-7.7 in the same runs).
-const SHARE_ABOVE: usize = 4;
+/// `reactor::shared_io`), while an idle worker that saw another awake looks for work to
+/// steal every `READ_FOR_OWNER_AFTER` (500 µs) anyway: only a backlog of about that much
+/// work is worth a wake-up. Measured on the http suite's hello_2w (wrk on the same 2 CPUs,
+/// quiet machine): above 4, 103-105k req/s, p99 2.4-2.5 ms; above 16, 100-115k, 2.0-2.8 ms;
+/// above 32, 113-117k, 1.3-2.6 ms; above 64, 104-130k, 0.77-1.09 ms at 7.6 µs of CPU per
+/// request; tokio-hyper 101-116k, 1.16-1.62 ms, 7.9-8.6 µs in the same runs.
+const SHARE_ABOVE: usize = 64;
 
 /// A worker with local tasks takes one from the task injector every this many polls.
 const INJECTOR_CHECK_INTERVAL: u32 = 61;
