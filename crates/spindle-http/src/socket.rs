@@ -400,9 +400,11 @@ mod tests {
     use super::*;
 
     /// One allocation per connection for the socket and the counters: 184 bytes + 16 of
-    /// counts = 200, which glibc serves from a 208-byte chunk.
+    /// counts = 200, which glibc serves from a 208-byte chunk. With the `tls` feature the
+    /// transport is an enum of the plain socket and the boxed TLS streams: 8 bytes more.
     #[test]
     fn the_shared_state_stays_small() {
-        assert!(std::mem::size_of::<Shared>() <= 184, "{}", std::mem::size_of::<Shared>());
+        let bound = if cfg!(feature = "tls") { 192 } else { 184 };
+        assert!(std::mem::size_of::<Shared>() <= bound, "{}", std::mem::size_of::<Shared>());
     }
 }
