@@ -342,7 +342,9 @@ mod tests {
         for block in blocks {
             put(block, layout);
         }
-        assert_eq!(take(layout), last, "the block freed last comes back first");
+        let again = take(layout);
+        assert_eq!(again, last, "the block freed last comes back first");
+        put(again, layout);
         let odd = take(other);
         put(odd, other);
         assert_eq!(take(other), odd, "each layout gets its own blocks");
