@@ -17,8 +17,9 @@
 //!   and [`OutputRef`]s of the cell. A spawn writes it as 2 (the run reference and the
 //!   handle's) before the cell is shared. A clone increments it (relaxed: the cloner holds a
 //!   reference already); a drop decrements it (release), and the drop that takes it to zero
-//!   fences (acquire) before it drops the cell and frees its memory, so every use of the cell
-//!   by any holder happens before the free. Loom-checked below (`loom_block_count`).
+//!   loads it again (acquire; not a fence, which ThreadSanitizer does not model) before it
+//!   drops the cell and frees its memory, so every use of the cell by any holder happens
+//!   before the free. Loom-checked below (`loom_block_count`).
 //! - **A freed block is plain memory.** The cell is dropped in place before its memory goes to
 //!   the cache of the thread that dropped the last reference. The cache holds only memory of
 //!   the global allocator with the layout it is filed under, hands a block out only for that
@@ -36,7 +37,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use super::control::{FiberCell, Output, Stage};
-use crate::loom::{fence, AtomicUsize};
+use crate::loom::AtomicUsize;
 
 /// The reference count of a cell, kept in its header ("counted like `Arc`").
 #[derive(Debug)]
@@ -207,13 +208,16 @@ unsafe fn release<S: ?Sized>(ptr: NonNull<FiberCell<S>>) {
 }
 
 /// Decrements a count ("counted like `Arc`"); true for the last reference, which has then
-/// fenced so that every other holder's uses happen before what it does next.
+/// synchronised (an acquire load) so that every other holder's uses happen before what it does next.
 #[inline]
 fn drop_ref(count: &AtomicUsize) -> bool {
     if count.fetch_sub(1, Ordering::Release) != 1 {
         return false;
     }
-    fence(Ordering::Acquire);
+    // An acquire load of the count rather than an acquire fence (as std's `Arc` does under
+    // ThreadSanitizer, which does not model fences): it reads our own decrement, which ends
+    // every other holder's release sequence, so their uses happen before the free.
+    count.load(Ordering::Acquire);
     true
 }
 
