@@ -22,6 +22,17 @@ fn home(source: &IoSource) -> usize {
     source.registration.get().expect("registered").home.load(Ordering::Acquire) as usize
 }
 
+/// Polls a read of `source` once from the calling task: nothing to read, so the poll
+/// registers the socket and returns Pending.
+async fn register_from_task(source: &IoSource) {
+    std::future::poll_fn(|cx| {
+        let mut buf = [0u8; 1];
+        assert!(source.poll_read_stream(cx, &mut buf).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+}
+
 #[test]
 fn a_task_socket_registers_with_the_shared_reactor_and_a_fiber_socket_with_its_worker() {
     let rt = crate::Builder::new().worker_threads(2).build().unwrap();
@@ -30,13 +41,7 @@ fn a_task_socket_registers_with_the_shared_reactor_and_a_fiber_socket_with_its_w
     let source = task_socket.clone();
     let shared = rt
         .block_on(rt.spawn_async(async move {
-            std::future::poll_fn(|cx| {
-                let mut buf = [0u8; 1];
-                // Nothing to read: the poll registers the socket and returns Pending.
-                assert!(source.poll_read_stream(cx, &mut buf).is_pending());
-                Poll::Ready(())
-            })
-            .await;
+            register_from_task(&source).await;
             let w = worker::current().expect("a task runs on a worker");
             Arc::as_ptr(&w.rt.io.as_ref().expect("2 workers have a shared task reactor").driver) as usize
         }))
@@ -60,12 +65,7 @@ fn one_worker_has_no_shared_reactor_and_its_task_sockets_stay_with_it() {
     let (socket, _peer) = quiet_socket();
     let source = socket.clone();
     let own = rt.block_on(rt.spawn_async(async move {
-        std::future::poll_fn(|cx| {
-            let mut buf = [0u8; 1];
-            assert!(source.poll_read_stream(cx, &mut buf).is_pending());
-            Poll::Ready(())
-        })
-        .await;
+        register_from_task(&source).await;
         let w = worker::current().expect("a task runs on a worker");
         assert!(w.rt.io.is_none());
         Arc::as_ptr(&w.shared.driver) as usize
