@@ -337,7 +337,7 @@ fn run_one_suite(
     let mut rows: Vec<Aggregate> = Vec::new();
     for (entrant, outcome) in entrants.iter().zip(outcomes) {
         let c = &entrant.competitor;
-        rows.extend(aggregate::aggregate(suite, &c.name, &outcome.runs));
+        rows.extend(aggregate::aggregate(suite, &c.name, &outcome.runs, config.runs));
         let mut problems = outcome.failures;
         if outcome.malformed > 0 {
             problems.push(Failure::new(

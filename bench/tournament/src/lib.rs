@@ -9,7 +9,7 @@
 //! - [`setup`]: tools (apt), setup, build and version of each manifest;
 //! - [`mod@run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
 //!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite);
-//! - [`aggregate`]: runs → median/min/max rows, the `results.jsonl` schema;
+//! - [`aggregate`]: runs → median/min/max rows with each run's value, the `results.jsonl` schema;
 //! - [`model`]: the report's data ([`model::Entry`], [`model::SuiteReport`], [`model::View`], …);
 //! - [`report`], [`tables`], [`summary`], [`charts`], [`machine`]: the report;
 //! - [`driver`]: all of the above, suite by suite.

@@ -205,6 +205,7 @@ mod tests {
             runs: 5,
             min: 13_001.0,
             max: 14_200.0,
+            per_run: Vec::new(),
         };
         assert_eq!(spread(&row), "13,668 (13,001–14,200)");
         row.runs = 1;

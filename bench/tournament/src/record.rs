@@ -12,6 +12,9 @@
 //!   Anything else is *malformed*: counted, and the first few reasons kept for the report.
 //!
 //! Extra fields (`runs`, say) are allowed and ignored. A missing `unit` takes the schema's unit.
+//!
+//! A successful measured run's samples travel on as a [`MeasuredRun`], which keeps which
+//! measured run of the schedule they came from, so that runs of different cases can be paired.
 
 use serde_json::Value;
 
@@ -28,6 +31,16 @@ pub struct Sample {
     pub value: f64,
     /// Its unit.
     pub unit: String,
+}
+
+/// The samples of one successful measured run, and which one it was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredRun {
+    /// The measured run's number in the schedule, from 0 (the warm-up run is not counted): run
+    /// `index + 1` of `runs` in the report's and the progress lines' words.
+    pub index: usize,
+    /// Its measurements.
+    pub samples: Vec<Sample>,
 }
 
 /// The measurements of one run's stdout.

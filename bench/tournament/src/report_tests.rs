@@ -19,6 +19,7 @@ fn row(suite: Suite, case: &str, comp: &str, metric: &str, value: f64) -> Aggreg
         runs: 3,
         min: value * 0.9,
         max: value * 1.1,
+        per_run: vec![Some(value * 0.9), Some(value * 1.1), Some(value)],
     }
 }
 

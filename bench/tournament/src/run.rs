@@ -13,6 +13,11 @@
 //!    to repeat, and repeated timeouts would cost the whole tournament's time. Runs that
 //!    succeeded before it still count.
 //!
+//! Each successful measured run keeps its round's number ([`MeasuredRun::index`]), so run `k`
+//! of one slot can be paired with run `k` of another: they ran in the same round. In the http
+//! suite a competitor's slots are consecutive within a round, in [`http::CASES`] order, so its
+//! `hello_1w` run `k` is followed directly by its `hello_2w` run `k`.
+//!
 //! A run of a non-http competitor succeeds when it exits 0 and prints at least one well-formed
 //! measurement. Malformed lines do not fail the run but are reported against the competitor.
 
@@ -22,7 +27,7 @@ use crate::http::{self, HttpRun, HttpSettings, HttpTools};
 use crate::machine::{self, Contention};
 use crate::manifest::Competitor;
 use crate::proc::{self, Failure};
-use crate::record::{self, Sample};
+use crate::record::{self, MeasuredRun};
 use crate::suites::Suite;
 use crate::ui::Ui;
 
@@ -63,8 +68,9 @@ pub struct Plan {
 pub struct Outcome {
     /// The competitor.
     pub name: String,
-    /// The samples of each successful measured run (per case, in the http suite).
-    pub runs: Vec<Vec<Sample>>,
+    /// The samples of each successful measured run (per case, in the http suite), in the order
+    /// they ran, each with its round's number.
+    pub runs: Vec<MeasuredRun>,
     /// Failures, each with its context ("run 2 of 5", "hello_1w, warm-up").
     pub failures: Vec<Failure>,
     /// Malformed stdout lines over all runs.
@@ -118,12 +124,10 @@ pub fn run_suite_sampled(
     ui.start_suite(plan.suite, (slots.len() * rounds) as u64);
     for round in 0..rounds {
         let warmup = plan.warmup && round == 0;
-        let context = if warmup {
-            "warm-up".to_string()
-        } else {
-            let measured = round + 1 - usize::from(plan.warmup);
-            format!("run {measured} of {}", plan.runs)
-        };
+        // The measured run's number from 0 (meaningless for the warm-up round).
+        let index = round.saturating_sub(usize::from(plan.warmup));
+        let context =
+            if warmup { "warm-up".to_string() } else { format!("run {} of {}", index + 1, plan.runs) };
         for slot in &mut slots {
             if slot.stopped {
                 ui.advance();
@@ -141,7 +145,7 @@ pub fn run_suite_sampled(
                         }
                     }
                     if !warmup {
-                        outcome.runs.push(parsed.samples);
+                        outcome.runs.push(MeasuredRun { index, samples: parsed.samples });
                     }
                 }
                 Err(mut failure) => {
@@ -248,7 +252,10 @@ mod tests {
         let o = &outcomes[0];
         assert_eq!(o.runs.len(), 3);
         assert!(o.failures.is_empty());
-        assert_eq!(o.runs[0][0].value, 1.0);
+        assert_eq!(o.runs[0].samples[0].value, 1.0);
+        // The warm-up is not counted: the measured runs are numbered 0, 1, 2.
+        let indices: Vec<usize> = o.runs.iter().map(|r| r.index).collect();
+        assert_eq!(indices, [0, 1, 2]);
         // One malformed line per run, warm-up included.
         assert_eq!(o.malformed, 4);
         assert_eq!(o.malformed_examples.len(), 3);
@@ -312,7 +319,7 @@ mod tests {
         let outcomes = run_suite(&p, &[client], &Ui::hidden());
         assert!(outcomes[0].failures.is_empty(), "{:?}", outcomes[0].failures);
         assert_eq!(outcomes[0].runs.len(), 1);
-        let sample = &outcomes[0].runs[0][0];
+        let sample = &outcomes[0].runs[0].samples[0];
         assert_eq!((sample.case.as_str(), sample.metric.as_str()), ("client_keepalive", "req_per_s"));
         assert_eq!(sample.value, 1.0, "the command got --quick as its argument");
     }

@@ -160,6 +160,8 @@ fn a_tournament_writes_medians_failures_and_ratios() {
     assert_eq!(bind["value"], 20.0);
     assert_eq!((bind["min"].as_f64(), bind["max"].as_f64()), (Some(10.0), Some(30.0)));
     assert_eq!(bind["runs"], 3);
+    // Every measured run's value, in the order the runs ran (10, 30, 20 ns; not sorted).
+    assert_eq!(bind["per_run"], serde_json::json!([10.0, 30.0, 20.0]));
     assert_eq!(bind["unit"], "ns");
     assert_eq!(bind["suite"], "tcp");
     let tokio = find(&lines, "tokio", "bind", "ns_per_op");
@@ -168,7 +170,10 @@ fn a_tournament_writes_medians_failures_and_ratios() {
     for l in lines.iter().filter(|l| l.get("error").is_none()) {
         let mut keys: Vec<&str> = l.as_object().unwrap().keys().map(String::as_str).collect();
         keys.sort_unstable();
-        assert_eq!(keys, ["case", "competitor", "max", "metric", "min", "runs", "suite", "unit", "value"]);
+        assert_eq!(
+            keys,
+            ["case", "competitor", "max", "metric", "min", "per_run", "runs", "suite", "unit", "value"]
+        );
     }
     // Failure lines: the crash (with its stderr), the missing toolchain, and the expected
     // competitors that have no manifest at all.
