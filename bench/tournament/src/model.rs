@@ -224,6 +224,12 @@ impl<'a> View<'a> {
         self.get(case, comp, metric).map(|r| r.value)
     }
 
+    /// Each measured run's value of `(case, competitor, metric)`, by run number (empty when the
+    /// row has none recorded; `None` when there is no row).
+    pub fn per_run(&self, case: &str, comp: &str, metric: &str) -> Option<&'a [Option<f64>]> {
+        self.get(case, comp, metric).map(|r| r.per_run.as_slice())
+    }
+
     /// The competitor standing for spindle.
     pub fn ours(&self) -> &'static str {
         self.suite.ours()

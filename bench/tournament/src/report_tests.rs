@@ -282,3 +282,124 @@ fn floor_rows_are_labelled_and_left_out_of_the_ranking() {
     // Its rows in the suite's tables carry the marker.
     assert!(md.contains("| floor-raw-switch _(floor: the limit, not a competitor)_ |"), "{md}");
 }
+
+/// An http `cpu_us_per_req` row with these per-run values (the median and range from them).
+fn cpu_row(case: &str, comp: &str, per_run: &[Option<f64>]) -> Aggregate {
+    let values: Vec<f64> = per_run.iter().flatten().copied().collect();
+    Aggregate {
+        runs: values.len(),
+        min: values.iter().copied().fold(f64::INFINITY, f64::min),
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        per_run: per_run.to_vec(),
+        ..row(Suite::Http, case, comp, "cpu_us_per_req", crate::aggregate::median(&values).unwrap())
+    }
+}
+
+/// The http section's run-by-run part: from its heading to the next heading.
+fn run_by_run(md: &str) -> &str {
+    let start = md.find("#### CPU per request, 2 workers over 1, run by run").expect("no run-by-run table");
+    let rest = &md[start..];
+    &rest[..rest[4..].find("\n#").map_or(rest.len(), |i| i + 4)]
+}
+
+fn http_report(rows: Vec<Aggregate>, names: &[&str]) -> String {
+    let entries = names.iter().map(|n| ran(n)).collect();
+    render(&input(vec![suite_report(Suite::Http, rows, entries)]))
+}
+
+#[test]
+fn the_run_by_run_cpu_ratio_table_pairs_runs_by_number() {
+    let rows = vec![
+        cpu_row("hello_1w", "spindle", &[Some(10.0), Some(20.0), Some(8.0), Some(10.0), Some(5.0)]),
+        cpu_row("hello_2w", "spindle", &[Some(10.5), Some(21.0), Some(9.6), Some(9.0), Some(5.0)]),
+    ];
+    let md = http_report(rows, &["spindle"]);
+    let part = run_by_run(&md);
+    assert!(part.contains("**spindle**: largest 1.200× (run 3), over 5 of 5 runs."), "{part}");
+    let found = tables(part);
+    assert_eq!(found.len(), 1, "{part}");
+    let (header, rows) = &found[0];
+    assert_eq!(header, &["Run", "hello_1w CPU µs/req", "hello_2w CPU µs/req", "2w ÷ 1w"]);
+    let body: Vec<Vec<&str>> = rows[1..].iter().map(|r| r.iter().map(String::as_str).collect()).collect();
+    assert_eq!(
+        body,
+        [
+            vec!["1", "10.00", "10.50", "1.050×"],
+            vec!["2", "20.00", "21.00", "1.050×"],
+            vec!["3", "8.00", "9.60", "1.200×"],
+            vec!["4", "10.00", "9.00", "0.900×"],
+            vec!["5", "5.00", "5.00", "1.000×"],
+            vec!["largest", "", "", "1.200× (run 3)"],
+        ]
+    );
+    // The medians (10 and 9.6, a ratio below 1) stay in the case tables as before.
+    assert!(md.contains("| 10.00 (5.00–20.00) |"), "{md}");
+}
+
+#[test]
+fn a_failed_run_is_missing_not_paired_with_another() {
+    // hello_1w's run 2 failed, which stopped its later runs; hello_2w ran all three. Run 3 of
+    // hello_2w must not be divided by run 3 of hello_1w's compacted values (there is none), nor
+    // run 2 of hello_2w by run 1 of hello_1w.
+    let rows = vec![
+        cpu_row("hello_1w", "spindle", &[Some(10.0), None, None]),
+        cpu_row("hello_2w", "spindle", &[Some(11.0), Some(30.0), Some(40.0)]),
+        cpu_row("hello_1w", "node", &[Some(10.0), None, Some(10.0)]),
+        cpu_row("hello_2w", "node", &[Some(12.0), Some(99.0), Some(13.0)]),
+    ];
+    let md = http_report(rows, &["spindle", "node"]);
+    let part = run_by_run(&md);
+    assert!(part.contains("**spindle**: largest 1.100× (run 1), over 1 of 3 runs."), "{part}");
+    assert!(part.contains("node: largest 1.300× (run 3), over 2 of 3 runs."), "{part}");
+    let found = tables(part);
+    assert_eq!(found.len(), 2, "{part}");
+    let body = |i: usize| -> Vec<Vec<String>> { found[i].1[1..].to_vec() };
+    assert_eq!(
+        body(0),
+        [
+            ["1", "10.00", "11.00", "1.100×"],
+            ["2", "—", "30.00", "—"],
+            ["3", "—", "40.00", "—"],
+            ["largest", "", "", "1.100× (run 1)"],
+        ]
+    );
+    assert_eq!(
+        body(1),
+        [
+            ["1", "10.00", "12.00", "1.200×"],
+            ["2", "—", "99.00", "—"],
+            ["3", "10.00", "13.00", "1.300×"],
+            ["largest", "", "", "1.300× (run 3)"],
+        ]
+    );
+}
+
+#[test]
+fn a_competitor_without_both_cases_gets_a_line_not_a_table() {
+    let rows = vec![
+        cpu_row("hello_1w", "spindle", &[Some(10.0), Some(10.0)]),
+        cpu_row("hello_2w", "spindle", &[Some(10.0), Some(11.0)]),
+        cpu_row("hello_2w", "tokio-hyper", &[Some(12.0), Some(13.0)]),
+        cpu_row("hello_1w", "go-nethttp", &[Some(12.0), Some(13.0)]),
+    ];
+    let md = http_report(rows, &["spindle", "tokio-hyper", "go-nethttp"]);
+    let part = run_by_run(&md);
+    assert_eq!(tables(part).len(), 1, "only spindle has both cases:\n{part}");
+    assert!(!part.contains("tokio-hyper: largest") && !part.contains("go-nethttp: largest"), "{part}");
+    assert!(part.contains("- tokio-hyper: no table, it has no `hello_1w` CPU µs/request."), "{part}");
+    assert!(part.contains("- go-nethttp: no table, it has no `hello_2w` CPU µs/request."), "{part}");
+    // Without any hello case the section has no such table at all.
+    let md = http_report(vec![cpu_row("h2c_1w", "spindle", &[Some(1.0)])], &["spindle"]);
+    assert!(!md.contains("run by run"), "{md}");
+}
+
+#[test]
+fn the_pairing_of_runs_is_explained() {
+    let rows =
+        vec![cpu_row("hello_1w", "spindle", &[Some(10.0)]), cpu_row("hello_2w", "spindle", &[Some(10.0)])];
+    let part = http_report(rows, &["spindle"]);
+    let part = run_by_run(&part);
+    for text in ["same round of the interleaved schedule", "followed directly", "not at the same time"] {
+        assert!(part.contains(text), "{text:?} not in {part}");
+    }
+}

@@ -4,6 +4,10 @@
 //! cell is `median (min–max)`, and each table has a "vs spindle" column with the same ratio
 //! as the summary (`> 1×`: spindle is ahead of that row). A table with no measured row is
 //! replaced by a line saying so, never dropped.
+//!
+//! One table is run by run instead of medians: the http suite's CPU per request at 2 workers
+//! over 1, one small table per competitor, pairing the two cases' runs by their number
+//! ([`run_ratios`]; the runs' values are the rows' `per_run`).
 
 use crate::markdown::{num, spread, Table};
 use crate::model::View;
@@ -284,6 +288,7 @@ fn http(v: &View) -> String {
             "Speed-up ÷ CPU growth below 1× means the extra CPU bought less than proportional throughput (seed 001).",
         ],
     );
+    cpu_run_by_run(&mut out, v);
     heading(&mut out, "HTTP client: keep-alive GETs from 64 requesters against a spindle-http hello server");
     let mut t = Table::new(&["Competitor"], &["Req/s", &vs]);
     for c in ranked(v, "client_keepalive", "req_per_s") {
@@ -295,6 +300,90 @@ fn http(v: &View) -> String {
     }
     emit(&mut out, v, &t, &[]);
     out
+}
+
+/// Run `k`'s ratio `numerator[k] ÷ denominator[k]`, for every run number either side has;
+/// `None` where either run has no value (it failed, or was not run) or the denominator is not
+/// positive. Runs are paired by number only: nothing shifts to fill a gap.
+pub fn run_ratios(numerator: &[Option<f64>], denominator: &[Option<f64>]) -> Vec<Option<f64>> {
+    (0..numerator.len().max(denominator.len()))
+        .map(|k| match (numerator.get(k).copied().flatten(), denominator.get(k).copied().flatten()) {
+            (Some(n), Some(d)) if d > 0.0 => Some(n / d),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The largest of `ratios` and its run number (from 1); `None` when no run has one.
+pub fn largest(ratios: &[Option<f64>]) -> Option<(f64, usize)> {
+    ratios.iter().enumerate().filter_map(|(k, r)| Some(((*r)?, k + 1))).fold(
+        None,
+        |best, (r, k)| match best {
+            Some((b, _)) if b >= r => best,
+            _ => Some((r, k)),
+        },
+    )
+}
+
+fn times3(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.3}×")).unwrap_or_else(|| "—".into())
+}
+
+/// Issue 17's check, run by run: `hello_2w`'s CPU µs/request over `hello_1w`'s, for each
+/// competitor measured in both, with each run paired with the run of the same number.
+fn cpu_run_by_run(out: &mut String, v: &View) {
+    const METRIC: &str = "cpu_us_per_req";
+    let (one, two) = ("hello_1w", "hello_2w");
+    let names = v.competitors_for(&[one, two]);
+    if names.is_empty() {
+        return;
+    }
+    heading(out, "CPU per request, 2 workers over 1, run by run");
+    out.push_str(&format!(
+        "Run k's ratio is run k of `{two}`'s CPU µs/request ÷ run k of `{one}`'s. Runs are paired \
+         by their number: run k of both cases comes from the same round of the interleaved \
+         schedule, where a competitor's `{one}` run (a fresh server, pinned) is followed directly \
+         by its `{two}` run (another fresh server, unpinned). The two are measured one after the \
+         other, not at the same time. A run that failed, or was not run because an earlier \
+         failure stopped that case, shows as — and its number has no ratio; no other run takes \
+         its place.\n"
+    ));
+    let mut lacking = Vec::new();
+    for c in names {
+        let (Some(runs1), Some(runs2)) = (v.per_run(one, c, METRIC), v.per_run(two, c, METRIC)) else {
+            let absent = if v.get(one, c, METRIC).is_none() { one } else { two };
+            lacking.push(format!("{}: no table, it has no `{absent}` CPU µs/request.", v.display(c)));
+            continue;
+        };
+        if runs1.is_empty() || runs2.is_empty() {
+            lacking.push(format!("{}: no table, its results keep no per-run values.", v.display(c)));
+            continue;
+        }
+        let ratios = run_ratios(runs2, runs1);
+        let paired = ratios.iter().flatten().count();
+        let summary = match largest(&ratios) {
+            Some((r, k)) => {
+                format!("largest {} (run {k}), over {paired} of {} runs", times3(Some(r)), ratios.len())
+            }
+            None => format!("no run has both cases measured ({} runs)", ratios.len()),
+        };
+        out.push_str(&format!("\n{}: {summary}.\n\n", v.display(c)));
+        let mut t =
+            Table::new(&["Run"], &[&format!("{one} CPU µs/req"), &format!("{two} CPU µs/req"), "2w ÷ 1w"]);
+        let cell = |runs: &[Option<f64>], k: usize| opt(runs.get(k).copied().flatten());
+        for (k, r) in ratios.iter().enumerate() {
+            t.row(vec![(k + 1).to_string(), cell(runs1, k), cell(runs2, k), times3(*r)]);
+        }
+        let top = largest(&ratios).map(|(r, k)| format!("{} (run {k})", times3(Some(r))));
+        t.row(vec!["largest".into(), String::new(), String::new(), top.unwrap_or_else(|| "—".into())]);
+        out.push_str(&t.render());
+    }
+    if !lacking.is_empty() {
+        out.push('\n');
+        for line in lacking {
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
 }
 
 fn rpc_op_table(v: &View, cases: &[(&str, &str)], first: &str) -> Table {
