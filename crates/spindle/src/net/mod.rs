@@ -37,6 +37,7 @@
 
 mod addr;
 pub mod dns;
+mod drain;
 mod flight;
 mod source;
 mod split;

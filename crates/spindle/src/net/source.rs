@@ -6,7 +6,8 @@
 //! - The socket is always in non-blocking mode; a call that would block returns `WouldBlock`
 //!   to this module, never blocks the worker.
 //! - A socket is registered with a reactor only when a call first returns `WouldBlock` (a
-//!   listener that is bound and dropped costs no `epoll_ctl`). It stays registered with the
+//!   listener that is bound and dropped costs no `epoll_ctl`), or when a worker has connected
+//!   it (`expect_first_read_event`: its first read is then known to wait). It stays registered with the
 //!   worker that registered it (its *home*); wake-ups reach waiters on any worker, of any
 //!   runtime, through their wakers.
 //! - **A socket never waits on a dead home.** Before a wait registers a waker, it checks that
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
+use super::drain::Drain;
 use crate::reactor::io::{Direction, ScheduledIo};
 use crate::reactor::Driver;
 use crate::sched::caller::{blocking_caller, Caller};
@@ -111,6 +113,8 @@ pub(crate) struct IoSource {
     /// `WouldBlock` again, so the call waits without making the system call.
     read_blocked: AtomicU32,
     write_blocked: AtomicU32,
+    /// Whether a full read can ask the kernel if it drained the socket (module `drain`).
+    drain: Drain,
 }
 
 /// Marks a valid entry of `read_blocked` / `write_blocked` (sequence numbers have 31 bits).
@@ -137,6 +141,7 @@ impl IoSource {
             write_timeout: AtomicU64::new(NO_TIMEOUT),
             read_blocked: AtomicU32::new(0),
             write_blocked: AtomicU32::new(0),
+            drain: Drain::default(),
         })
     }
 
@@ -274,11 +279,17 @@ impl IoSource {
         }
     }
 
-    /// A stream read: a read that returns less than asked for (but not end of stream) drained
-    /// the socket, so the next read waits for new data instead of paying for an `EAGAIN` first.
+    /// A stream read: a read that drained the socket (module `drain`) makes the next read
+    /// wait for new data instead of paying for an `EAGAIN` first.
     pub(crate) fn read_stream(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let len = buf.len();
-        self.blocking_until_drained(Direction::Read, None, |mut s| s.read(buf), |&n| n > 0 && n < len)
+        let buf = as_uninit(buf);
+        self.blocking_until_drained(
+            Direction::Read,
+            None,
+            |s| self.drain.recv(s, buf),
+            |&(_, drained)| drained,
+        )
+        .map(|(n, _)| n)
     }
 
     /// A stream write: a short write means the send buffer is full until the next event.
@@ -289,8 +300,9 @@ impl IoSource {
 
     /// The future-side [`read_stream`](Self::read_stream).
     pub(crate) fn poll_read_stream(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        self.poll_io_until_drained(cx, Direction::Read, |mut s| s.read(buf), |&n| n > 0 && n < len)
+        let buf = as_uninit(buf);
+        self.poll_io_until_drained(cx, Direction::Read, |s| self.drain.recv(s, buf), |&(_, drained)| drained)
+            .map_ok(|(n, _)| n)
     }
 
     /// A vectored stream read (blocking-style).
@@ -326,23 +338,37 @@ impl IoSource {
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let len = buf.remaining();
-        let drained = |&n: &usize| n > 0 && n < len;
         // SAFETY: recv writes only initialised bytes into the unfilled part, and we advance
         // the cursor by exactly the number of bytes it reports.
+        let unfilled = unsafe { buf.as_mut() };
         let n = match self.poll_io_until_drained(
             cx,
             Direction::Read,
-            |s| s.recv(unsafe { buf.as_mut() }),
-            drained,
+            |s| self.drain.recv(s, unfilled),
+            |&(_, drained)| drained,
         ) {
-            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Ok((n, _))) => n,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
         };
         // SAFETY: `n` bytes were initialised by recv just above.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
+    }
+
+    /// For a stream this side has just connected, on a worker: registers it now and records
+    /// that a read would block until its first read event, so that the first read (usually
+    /// right after a request is written, before any answer) waits without a `recv` that says
+    /// `EAGAIN`. Sound because nothing can arrive unreported: registering reports the socket's
+    /// readiness at that moment as its first event, and every later arrival raises a new one;
+    /// the mark is made against sequence number 0, so if a read event was already dispatched
+    /// it does not match and the read tries the call as usual.
+    pub(crate) fn expect_first_read_event(&self) -> io::Result<()> {
+        // Off a worker there is no registration (a plain thread waits in poll(2)).
+        if self.registration()?.is_some() {
+            self.note_blocked(Direction::Read, Some(0));
+        }
+        Ok(())
     }
 
     /// Waits for the next readiness event of `dir` (or the deadline), without trying an
@@ -480,6 +506,13 @@ impl IoSource {
             }
         }
     }
+}
+
+/// `buf` as the kernel sees it: room to write bytes into.
+fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the readers this is handed to
+    // write only initialised bytes, so `buf` stays initialised.
+    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
 }
 
 impl Drop for IoSource {

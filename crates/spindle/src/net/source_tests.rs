@@ -1,5 +1,7 @@
 //! Where a socket registers (module `reactor`, "task sockets share one reactor"): a task's
-//! with the runtime's shared task reactor, a fiber's with its own worker's driver.
+//! with the runtime's shared task reactor, a fiber's with its own worker's driver. And when a
+//! read waits without trying the system call first (module `net::drain`,
+//! `IoSource::expect_first_read_event`): never while data is there to read.
 
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
@@ -93,4 +95,82 @@ fn a_task_socket_event_wakes_a_sleeping_worker() {
         let got = done_rx.recv_timeout(Duration::from_secs(10));
         assert_eq!(got, Ok((1, round)), "the read was never woken (round {round})");
     }
+}
+
+/// A fiber-connected stream is registered at once and its first read waits for an event
+/// instead of trying `recv` (`expect_first_read_event`); data the server wrote before that
+/// read is still read, whether or not its event was dispatched before the read.
+#[test]
+fn a_connected_stream_waits_for_its_first_read_event_and_still_reads_what_came_first() {
+    use crate::net::{TcpListener, TcpStream};
+    use std::io::{Read, Write};
+    let rt = crate::Builder::new().worker_threads(1).build().unwrap();
+    rt.block_on(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = crate::spawn(move || {
+            for greeting in [b"first", b"again"] {
+                let (mut s, _) = listener.accept().unwrap();
+                s.write_all(greeting).unwrap();
+            }
+        });
+        for (greeting, pause) in [(b"first", false), (b"again", true)] {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let blocked = c.source.read_blocked.load(Ordering::Relaxed);
+            assert!(c.source.registration.get().is_some(), "registered at connect");
+            assert_eq!(blocked, super::BLOCKED, "the first read is known to wait");
+            if pause {
+                // Let the server's greeting arrive and its event be dispatched first.
+                crate::time::sleep(Duration::from_millis(20));
+            }
+            let mut buf = [0u8; 5];
+            c.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, greeting);
+        }
+        server.join().unwrap();
+    });
+}
+
+/// Fixed-size records read with `read_exact`: a full read that leaves another record queued
+/// must not be taken for a drained socket (the next read would wait for an event that never
+/// comes); one that leaves nothing queued is, after the first (module `net::drain`).
+#[test]
+fn full_reads_wait_only_when_the_kernel_says_nothing_is_queued() {
+    use crate::net::{TcpListener, TcpStream};
+    use std::io::{Read, Write};
+    let rt = crate::Builder::new().worker_threads(1).build().unwrap();
+    rt.block_on(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (go_tx, go_rx) = crate::sync::channel::channel::<usize>(1);
+        let writer = crate::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_nodelay(true).unwrap();
+            // Each message: a number of 8-byte records written in one call.
+            while let Ok(records) = go_rx.recv() {
+                let batch: Vec<u8> = (0..records * 8).map(|i| i as u8).collect();
+                c.write_all(&batch).unwrap();
+            }
+        });
+        let (mut s, _) = listener.accept().unwrap();
+        // A wrong "drained" would wait forever: fail instead.
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        for records in [1, 2, 1, 3, 1, 1, 4] {
+            go_tx.send(records).unwrap();
+            for r in 0..records {
+                let mut buf = [0u8; 8];
+                s.read_exact(&mut buf).unwrap();
+                assert_eq!(buf[0], (r * 8) as u8, "records arrive whole and in order");
+            }
+        }
+        assert!(s.source.drain.is_on(), "full reads turned TCP_INQ on");
+        let seq = s.source.registration.get().unwrap().io.seq(Direction::Read);
+        assert_eq!(
+            s.source.read_blocked.load(Ordering::Relaxed),
+            super::BLOCKED | seq,
+            "the last full read drained the socket and the next read will wait"
+        );
+        drop(go_tx);
+        writer.join().unwrap();
+    });
 }

@@ -122,16 +122,19 @@ impl Worker {
         let stats = &self.shared.stats;
         bump(&stats.sleeps, 1);
         stats.sleeping.store(true, Ordering::Relaxed);
-        let slept_from = Instant::now();
-        let ready = {
+        // One clock read before the sleep (`now`, above) and one after it serve the timers,
+        // the sleep statistics and the watchdog's stamp: a clock read costs as much as the
+        // rest of a short pass.
+        let (ready, after) = {
             let mut events = self.events.borrow_mut();
             let waited = driver.wait(&mut events, timeout);
+            let after = Instant::now();
             // Busy again before dispatching: a wake-up that queues tasks and looks for an
             // idle worker to share them with must not find (and wake) this one.
             driver.end_sleep();
             self.unwatch_shared_io(watching);
             self.rt.leave_idle(&self.shared);
-            self.note_reactor_read();
+            self.note_reactor_read_at(after);
             self.dispatching.set(true);
             let mut ready = match waited {
                 Ok(()) => driver.dispatch(&events, true),
@@ -144,10 +147,9 @@ impl Worker {
                 ready += self.read_shared(&mut events);
             }
             self.dispatching.set(false);
-            ready
+            (ready, after)
         };
-        let after = Instant::now();
-        bump(&stats.sleep_ns, u64::try_from((after - slept_from).as_nanos()).unwrap_or(u64::MAX));
+        bump(&stats.sleep_ns, u64::try_from((after - now).as_nanos()).unwrap_or(u64::MAX));
         stats.sleeping.store(false, Ordering::Relaxed);
         self.fire_timers(after);
         if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
@@ -239,8 +241,13 @@ impl Worker {
 
     /// Publishes that this worker has just read its reactor.
     fn note_reactor_read(&self) {
-        let now = u64::try_from(self.rt.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.shared.stats.reactor_read_at.store(now, Ordering::Relaxed);
+        self.note_reactor_read_at(Instant::now());
+    }
+
+    /// [`note_reactor_read`](Self::note_reactor_read) with the time already read.
+    fn note_reactor_read_at(&self, at: Instant) {
+        let at = u64::try_from(at.saturating_duration_since(self.rt.started).as_nanos()).unwrap_or(u64::MAX);
+        self.shared.stats.reactor_read_at.store(at, Ordering::Relaxed);
     }
 
     /// Reads, for them, the reactors of the awake workers that have not read their own for
