@@ -179,20 +179,28 @@ impl ScheduledIo {
             self.state.store(u64::from(lo) | (u64::from(hi) << 32), Ordering::Release);
             let reader = if read { waiters.reader.take() } else { None };
             let writer = if write { waiters.writer.take() } else { None };
-            let mut spilled = (Vec::new(), Vec::new());
-            if let Some(spill) = &mut waiters.spill {
-                if read {
-                    spilled.0 = std::mem::take(&mut spill.readers);
+            // The spill lists exist only for a socket shared between waiters: the common
+            // event takes the two slots and nothing else.
+            let spilled = match &mut waiters.spill {
+                None => None,
+                Some(spill) => {
+                    let readers = if read { std::mem::take(&mut spill.readers) } else { Vec::new() };
+                    let writers = if write { std::mem::take(&mut spill.writers) } else { Vec::new() };
+                    waiters.free_empty_spill();
+                    Some((readers, writers))
                 }
-                if write {
-                    spilled.1 = std::mem::take(&mut spill.writers);
-                }
-                waiters.free_empty_spill();
-            }
+            };
             (reader, writer, spilled)
         };
-        reader.into_iter().chain(writer).for_each(Waker::wake);
-        spilled.0.into_iter().chain(spilled.1).for_each(Waker::wake);
+        if let Some(w) = reader {
+            w.wake();
+        }
+        if let Some(w) = writer {
+            w.wake();
+        }
+        if let Some((readers, writers)) = spilled {
+            readers.into_iter().chain(writers).for_each(Waker::wake);
+        }
     }
 }
 

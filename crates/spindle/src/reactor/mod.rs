@@ -40,6 +40,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sys::epoll::{Epoll, Event, EventFd};
+
+std::thread_local! {
+    /// [`Driver::dispatch`]'s list of ready registrations, reused by every call on a thread.
+    static DISPATCH_SCRATCH: std::cell::Cell<Vec<(Arc<ScheduledIo>, u32)>> = const { std::cell::Cell::new(Vec::new()) };
+}
 use io::ScheduledIo;
 use sleep_gate::SleepGate;
 
@@ -192,7 +197,12 @@ impl Driver {
     /// ready. The shared task reactor's readiness (`SHARED_TOKEN`) is not dispatched here:
     /// the caller sees it with [`shared_ready`] and reads that reactor itself.
     pub(crate) fn dispatch(&self, events: &[Event], own: bool) -> usize {
-        let mut ready = Vec::with_capacity(events.len());
+        // The ready registrations are collected under the slab's lock and woken after it (a
+        // wake may drop the last reference to a task whose socket then deregisters, which
+        // takes that lock). The list is the thread's, kept between calls: a pass of the loop
+        // allocates nothing. Taken out while in use, so a nested dispatch (a foreign waker
+        // that polls) gets an empty one of its own.
+        let mut ready = DISPATCH_SCRATCH.take();
         {
             let slab = crate::lock::lock(&self.slab);
             for ev in events.iter() {
@@ -214,9 +224,10 @@ impl Driver {
             }
         }
         let n = ready.len();
-        for (io, bits) in ready {
+        for (io, bits) in ready.drain(..) {
             io.dispatch(bits);
         }
+        DISPATCH_SCRATCH.set(ready);
         n
     }
 

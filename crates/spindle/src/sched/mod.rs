@@ -117,6 +117,12 @@ impl RuntimeShared {
 
     /// Takes a batch of injected tasks into `dest` and returns one more, if any.
     pub(crate) fn steal_injected_tasks(&self, dest: &crossbeam_deque::Worker<TaskRef>) -> Option<TaskRef> {
+        // Two loads, where crossbeam's steal starts with a SeqCst fence: an idle worker asks
+        // on every pass of its loop. A task injected just after this look is not lost: the
+        // worker looks again after announcing that it is idle (`Worker::idle`).
+        if self.task_injector.is_empty() {
+            return None;
+        }
         loop {
             match self.task_injector.steal_batch_and_pop(dest) {
                 crossbeam_deque::Steal::Success(t) => return Some(t),

@@ -196,6 +196,9 @@ impl<T> TimerWheel<T> {
     /// real deadline of any pending timer); `None` if no timer is pending. It may be in the past
     /// (timers that the next `advance` fires at once).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        if self.is_empty() {
+            return None;
+        }
         self.next_tick().map(|tick| self.origin + Duration::from_millis(tick))
     }
 
