@@ -84,3 +84,62 @@ fn a_plain_thread_still_reads_after_the_runtime_shut_down() {
     stream.read_exact(&mut buf).unwrap(); // poll(2) on a plain thread
     assert_eq!(&buf, b"d");
 }
+
+/// Reads `want` bytes from `stream` on a plain thread; `None` if that takes over 10 s.
+fn read_on_a_thread(mut stream: TcpStream, want: usize) -> Option<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; want];
+        stream.read_exact(&mut buf).unwrap();
+        let _ = tx.send(buf);
+    });
+    rx.recv_timeout(Duration::from_secs(10)).ok()
+}
+
+/// A read that drained the socket in a runtime leaves a "the next read waits" mark for that
+/// runtime's reactor; after the runtime is gone, a plain thread's read waits in poll(2) and
+/// must then try the call, not wait for the reactor's sequence number forever.
+#[test]
+fn a_plain_thread_reads_a_socket_whose_last_read_in_a_dead_runtime_drained_it() {
+    let a = one_worker();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut peer = std::net::TcpStream::connect(addr).unwrap();
+    let first = std::thread::spawn(move || {
+        // After the reader has waited once (so that the socket is registered).
+        std::thread::sleep(Duration::from_millis(50));
+        peer.write_all(b"xy").unwrap();
+        peer
+    });
+    let stream = a.block_on(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 8];
+        let mut got = 0;
+        while got < 2 {
+            got += stream.read(&mut buf[got..]).unwrap(); // a short read: drained
+        }
+        stream
+    });
+    drop(a);
+    let mut peer = first.join().unwrap();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        peer.write_all(b"z").unwrap();
+        peer
+    });
+    assert_eq!(read_on_a_thread(stream, 1).as_deref(), Some(&b"z"[..]), "the read never returned");
+    drop(writer.join().unwrap());
+}
+
+/// The same for a stream connected in a runtime (its first read is marked as waiting).
+#[test]
+fn a_plain_thread_reads_a_socket_connected_in_a_dead_runtime() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let a = one_worker();
+    let stream = a.block_on(move || TcpStream::connect(addr).unwrap());
+    drop(a);
+    let (mut server, _) = listener.accept().unwrap();
+    server.write_all(b"hello").unwrap();
+    assert_eq!(read_on_a_thread(stream, 5).as_deref(), Some(&b"hello"[..]), "the read never returned");
+}

@@ -426,7 +426,16 @@ impl IoSource {
     }
 
     /// Blocks a plain thread in `poll(2)` until the socket is ready for `dir` or the deadline.
+    /// Readiness from `poll(2)` overrides a "the next attempt would block" mark, which waits
+    /// for a reactor's sequence number to move: no reactor may be reading this socket (its
+    /// runtime shut down), and the thread would then wait for that number forever.
     fn wait_thread(&self, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
+        self.wait_thread_poll(dir, deadline)?;
+        self.blocked_slot(dir).store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn wait_thread_poll(&self, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
         let events = match dir {
             Direction::Read => libc::POLLIN | libc::POLLPRI | libc::POLLRDHUP,
             Direction::Write => libc::POLLOUT,
