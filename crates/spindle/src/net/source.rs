@@ -7,9 +7,9 @@
 //!   to this module, never blocks the worker.
 //! - A socket is registered with a reactor only when a call first returns `WouldBlock` (a
 //!   listener that is bound and dropped costs no `epoll_ctl`), or when a worker has connected
-//!   it (`expect_first_read_event`: its first read is then known to wait). It stays registered with the
-//!   worker that registered it (its *home*); wake-ups reach waiters on any worker, of any
-//!   runtime, through their wakers.
+//!   it (`expect_first_read_event`: its first read is then known to wait). It stays
+//!   registered with the worker that registered it (its *home*); wake-ups reach waiters on
+//!   any worker, of any runtime, through their wakers.
 //! - **A socket never waits on a dead home.** Before a wait registers a waker, it checks that
 //!   its home's runtime has not shut down; if it has (the socket outlived its runtime and is
 //!   used in another), the readiness state moves to the current worker's driver
@@ -363,12 +363,12 @@ impl IoSource {
     /// readiness at that moment as its first event, and every later arrival raises a new one;
     /// the mark is made against sequence number 0, so if a read event was already dispatched
     /// it does not match and the read tries the call as usual.
-    pub(crate) fn expect_first_read_event(&self) -> io::Result<()> {
-        // Off a worker there is no registration (a plain thread waits in poll(2)).
-        if self.registration()?.is_some() {
+    /// Off a worker there is no registration (a plain thread waits in poll(2)); a
+    /// registration that fails here is left for the first wait, which reports it.
+    pub(crate) fn expect_first_read_event(&self) {
+        if let Ok(Some(_)) = self.registration() {
             self.note_blocked(Direction::Read, Some(0));
         }
-        Ok(())
     }
 
     /// Waits for the next readiness event of `dir` (or the deadline), without trying an

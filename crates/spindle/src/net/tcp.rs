@@ -204,7 +204,7 @@ impl TcpStream {
             })
         })
         .await?;
-        stream.source.expect_first_read_event()?;
+        stream.source.expect_first_read_event();
         Ok(stream)
     }
 
@@ -237,7 +237,7 @@ impl TcpStream {
                 Err(e) => return Err(e),
             }
         }
-        stream.source.expect_first_read_event()?;
+        stream.source.expect_first_read_event();
         Ok(stream)
     }
 

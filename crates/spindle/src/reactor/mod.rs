@@ -41,12 +41,13 @@ use std::time::Duration;
 
 use crate::sys::epoll::{Epoll, Event, EventFd};
 
+use io::ScheduledIo;
+use sleep_gate::SleepGate;
+
 std::thread_local! {
     /// [`Driver::dispatch`]'s list of ready registrations, reused by every call on a thread.
     static DISPATCH_SCRATCH: std::cell::Cell<Vec<(Arc<ScheduledIo>, u32)>> = const { std::cell::Cell::new(Vec::new()) };
 }
-use io::ScheduledIo;
-use sleep_gate::SleepGate;
 
 /// The token of the wake-up eventfd (no registration has generation `u32::MAX` in use).
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
