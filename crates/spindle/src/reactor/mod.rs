@@ -40,7 +40,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sys::epoll::{Epoll, Event, EventFd};
-
 use io::ScheduledIo;
 use sleep_gate::SleepGate;
 
