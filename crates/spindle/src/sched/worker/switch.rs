@@ -13,7 +13,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{current, Queued, Worker};
+use super::{current, Queued, Worker, WorkerShared};
 use crate::fiber::arch;
 use crate::fiber::block::FiberPtr;
 use crate::fiber::control::{FiberRef, Header};
@@ -363,13 +363,30 @@ impl Worker {
 /// slot when that is the current one, else through the owner's inbox.
 #[inline]
 pub(crate) fn reschedule(fiber: FiberRef) {
-    let owner = fiber.header.owner().expect("a parked fiber has an owner");
+    let owner = fiber.header.owner_ptr();
+    assert!(!owner.is_null(), "a parked fiber has an owner");
     match current() {
         Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
             worker.queue_fiber(fiber, Queued::Woken)
         }
-        _ => owner.send_fiber(fiber.clone()),
+        _ => send_home(owner, fiber),
     }
+}
+
+/// The remote half of [`reschedule`]: sends `fiber` to the inbox of its owner, `owner`.
+/// Out of line: the common wake-up is local.
+#[inline(never)]
+fn send_home(owner: *const WorkerShared, fiber: FiberRef) {
+    // SAFETY: `owner` is the `WorkerShared` of a `Worker` whose `shared` still counts it:
+    // `fiber` was parked there and we are its one rescheduler, so it is registered there and
+    // cannot finish before that worker takes it from the inbox, and the worker's `run` does
+    // not return before its registry is empty ("owners outlive their reschedulers"). The
+    // count taken here keeps the inbox and the driver alive until our send has published.
+    let owner = unsafe {
+        Arc::increment_strong_count(owner);
+        Arc::from_raw(owner)
+    };
+    owner.send_fiber(fiber);
 }
 
 /// The first function of every fiber, entered by the first switch onto its stack.
