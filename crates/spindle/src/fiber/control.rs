@@ -60,7 +60,8 @@ pub(crate) struct Header {
     /// one: the fiber unwinds with a [`Cancelled`] payload at its next suspension point, or
     /// never starts.
     cancel: std::sync::atomic::AtomicU8,
-    /// Index in the owner's registry of started fibers (owner-only).
+    /// Index in the owner's registry (owner-only): `usize::MAX` until the fiber's first switch
+    /// away (module `sched::registry`, "registered once it has switched away").
     pub(crate) slot: Cell<usize>,
     /// What the fiber last parked on (owner-only; read by the dump on the owner's thread).
     pub(crate) waiting_on: Cell<&'static str>,

@@ -53,8 +53,8 @@
 //!   shutdown's `claim_parked`) takes it back and queues it. So a parked fiber's cell and
 //!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
 //!   their references. The registry (module `sched::registry`) only points at started fibers
-//!   (for shutdown and the dump), and recycling removes that pointer before it drops the run
-//!   reference. A spawn thus costs no reference count beyond the join handle's.
+//!   that have switched away (for shutdown and the dump; "registered once it has switched
+//!   away"), and recycling removes that pointer before it drops the run reference. A spawn thus costs no reference count beyond the join handle's.
 //! - **Owners outlive their reschedulers.** A started fiber's header points at its owner's
 //!   [`WorkerShared`] without counting it (`Header::owner_ptr`; a count per fiber cost two
 //!   read-modify-writes per spawn). Only the one rescheduler of a parked fiber follows that
@@ -185,6 +185,9 @@ pub(crate) struct Worker {
     finished: Cell<Option<FiberRef>>,
     pool: RefCell<StackPool>,
     registry: RefCell<Registry>,
+    /// Started fibers not yet recycled (`WorkerStats::parked_fibers` publishes it): the
+    /// registry holds only those that have switched away.
+    live_fibers: Cell<u64>,
     /// Timers of the fibers and futures of this worker (module `timers`).
     timers: Timers,
     /// Reused buffer of epoll events.
@@ -220,6 +223,7 @@ impl Worker {
             finished: Cell::new(None),
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
+            live_fibers: Cell::new(0),
             timers: Timers::new(),
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),

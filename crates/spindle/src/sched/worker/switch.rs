@@ -114,11 +114,29 @@ impl Worker {
         header.san.start_fiber(stack.bottom(), stack.top());
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let mut registry = self.registry.borrow_mut();
-        header.slot.set(registry.insert(FiberRef::as_ptr(fiber)));
+        // Not registered yet: only at its first switch away (`register`).
         bump(&self.shared.stats.fibers_started, 1);
-        self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
+        self.live_fibers.set(self.live_fibers.get() + 1);
+        self.shared.stats.parked_fibers.store(self.live_fibers.get(), Ordering::Relaxed);
         Some(sp)
+    }
+
+    /// Enters the running fiber `me` in the registry, unless it is there already: called
+    /// before every switch away that does not finish it (module `sched::registry`,
+    /// "registered once it has switched away"). A fiber that runs to its end without one
+    /// (the common short fiber) never costs a registry entry.
+    #[inline]
+    fn register(&self, me: &FiberRef) {
+        if me.header.slot.get() == usize::MAX {
+            self.register_first(me);
+        }
+    }
+
+    /// The first switch away's half of [`register`](Self::register): once per fiber at most.
+    #[inline(never)]
+    fn register_first(&self, me: &FiberRef) {
+        let slot = self.registry.borrow_mut().insert(FiberRef::as_ptr(me));
+        me.header.slot.set(slot);
     }
 
     /// Starts a new fiber at once from an async task's poll ("a fiber started from a task's
@@ -243,10 +261,12 @@ impl Worker {
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
-            let mut registry = self.registry.borrow_mut();
-            registry.remove(done.header.slot.get());
-            self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
-            drop(registry);
+            let slot = done.header.slot.get();
+            if slot != usize::MAX {
+                self.registry.borrow_mut().remove(slot);
+            }
+            self.live_fibers.set(self.live_fibers.get() - 1);
+            self.shared.stats.parked_fibers.store(self.live_fibers.get(), Ordering::Relaxed);
             // The run reference goes last, once the registry no longer points at the cell.
             drop(done);
         }
@@ -283,6 +303,7 @@ impl Worker {
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         self.fibers.push_back(me);
         self.switch_away(save, header, None);
     }
@@ -300,6 +321,7 @@ impl Worker {
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         self.fibers.push_back(me);
         self.switch_away(save, header, next);
         self.check_cancel();
@@ -317,6 +339,7 @@ impl Worker {
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
         // owns itself"), which takes it back with `park::unpark` or `claim_parked`.
         std::mem::forget(me);
