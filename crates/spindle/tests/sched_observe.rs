@@ -76,6 +76,38 @@ impl log::Log for Capture {
     fn flush(&self) {}
 }
 
+/// A fiber that has only yielded, never parked, is in the dump (as runnable) and counted live:
+/// a worker registers a fiber at its first switch away, which comes before the dump's task
+/// can run on that worker, not at its first run.
+#[test]
+fn the_dump_lists_a_fiber_that_only_yields() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let rt = Builder::new().worker_threads(1).build().unwrap();
+    let (started, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let spinner = {
+        let (started, stop) = (started.clone(), stop.clone());
+        spindle::fiber::Builder::new()
+            .name("spinner")
+            .spawn_on(&rt, move || {
+                started.store(true, Ordering::Relaxed);
+                while !stop.load(Ordering::Relaxed) {
+                    spindle::yield_now();
+                }
+            })
+            .unwrap()
+    };
+    while !started.load(Ordering::Relaxed) {
+        std::thread::yield_now();
+    }
+    assert_eq!(rt.metrics()[0].live_fibers, 1, "started and unfinished");
+    let dump = rt.dump_fibers();
+    let spinner_info =
+        dump.iter().find(|f| f.name.as_deref() == Some("spinner")).expect("the spinner is listed");
+    assert_eq!(spinner_info.waiting_on, "runnable");
+    stop.store(true, Ordering::Relaxed);
+    spinner.join().unwrap();
+}
+
 #[test]
 fn the_watchdog_warns_about_a_fiber_that_does_not_yield() {
     let lines = Arc::new(Mutex::new(Vec::new()));

@@ -60,7 +60,8 @@ pub(crate) struct Header {
     /// one: the fiber unwinds with a [`Cancelled`] payload at its next suspension point, or
     /// never starts.
     cancel: std::sync::atomic::AtomicU8,
-    /// Index in the owner's registry of started fibers (owner-only).
+    /// Index in the owner's registry (owner-only): `usize::MAX` until the fiber's first switch
+    /// away (module `sched::registry`, "registered once it has switched away").
     pub(crate) slot: Cell<usize>,
     /// What the fiber last parked on (owner-only; read by the dump on the owner's thread).
     pub(crate) waiting_on: Cell<&'static str>,
@@ -71,8 +72,10 @@ pub(crate) struct Header {
     /// Park word (module `park`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
-    /// to a pointer from `Arc::into_raw`, released when the header drops. A `OnceLock` costs
-    /// a trip through `Once` per spawn; this is one store.
+    /// to its `WorkerShared`, uncounted: only a rescheduler of the parked fiber follows it,
+    /// and takes a count of its own first (module `sched::worker`, "owners outlive their
+    /// reschedulers"). A counted pointer cost two read-modify-writes per fiber, a
+    /// `OnceLock` a trip through `Once`; this is one store.
     owner: AtomicPtr<WorkerShared>,
     /// Completion and the joiner's waiter (module `park::completion`).
     pub(crate) join: Completion,
@@ -117,20 +120,20 @@ impl Header {
     }
 
     /// Records the worker that starts the fiber. Called once, by that worker, on the first run.
+    #[inline]
     pub(crate) fn set_owner(&self, owner: &Arc<WorkerShared>) {
         // Not a swap: only the one worker that popped the unstarted fiber from a queue starts
         // it ("owner-only fields"), so nobody else writes the word; others only read it.
         assert!(self.owner.load(Ordering::Relaxed).is_null(), "fiber started twice");
-        let raw = Arc::into_raw(owner.clone()).cast_mut();
-        self.owner.store(raw, Ordering::Release);
+        self.owner.store(Arc::as_ptr(owner).cast_mut(), Ordering::Release);
     }
 
-    /// The worker that started the fiber, if it has started.
-    pub(crate) fn owner(&self) -> Option<&WorkerShared> {
-        let raw = self.owner.load(Ordering::Acquire);
-        // SAFETY: a non-null owner came from `Arc::into_raw` in `set_owner` and that strong
-        // reference is only released in `Drop`, so it lives as long as `self`.
-        unsafe { raw.as_ref() }
+    /// The `WorkerShared` of the worker that started the fiber (null if it has not started),
+    /// uncounted: valid to follow only under module `sched::worker`'s "owners outlive their
+    /// reschedulers".
+    #[inline]
+    pub(crate) fn owner_ptr(&self) -> *const WorkerShared {
+        self.owner.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_complete(&self) -> bool {
@@ -170,12 +173,22 @@ impl Header {
 }
 
 impl Drop for Header {
+    /// Inlined into the block's free: the common header, of a fiber that finished, has no
+    /// stack left, and this is one load and a branch.
+    #[inline]
     fn drop(&mut self) {
-        let owner = *self.owner.get_mut();
-        if !owner.is_null() {
-            // SAFETY: from `Arc::into_raw` in `set_owner`; released exactly once, here.
-            drop(unsafe { Arc::from_raw(owner) });
+        if self.stack.get_mut().is_some() {
+            self.drop_stack();
         }
+    }
+}
+
+impl Header {
+    /// The stack of a fiber that never started (freed) or never finished (leaked).
+    #[cold]
+    #[inline(never)]
+    fn drop_stack(&mut self) {
+        let owner = *self.owner.get_mut();
         if let Some(stack) = self.stack.take() {
             if owner.is_null() {
                 // Given at spawn and never run on: an ordinary free stack.

@@ -79,8 +79,7 @@ impl Builder {
             "spindle::spawn called outside a spindle runtime; use Runtime::spawn or Runtime::block_on",
         );
         let target = self.worker;
-        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some())?;
-        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        let (fiber, handle) = self.build(f, worker.rt.config.stack_size, target.is_some(), Some(worker))?;
         match target {
             Some(i) => worker.rt.place_pinned(i, fiber),
             None => worker.place_new(fiber),
@@ -106,8 +105,8 @@ impl Builder {
     {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
         let local = LocalFn::new(f, worker);
-        let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
-        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        let (fiber, handle) =
+            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -141,8 +140,8 @@ impl Builder {
         let worker =
             worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
         let local = LocalFn::new(f, worker);
-        let (fiber, handle) = self.build(move || local.call(), worker.rt.config.stack_size, true)?;
-        fiber.header.stack.set(Some(worker.alloc_stack(fiber.header.stack_size)?));
+        let (fiber, handle) =
+            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
         worker.run_now(fiber);
         Ok(handle)
     }
@@ -152,11 +151,16 @@ impl Builder {
         self.worker
     }
 
+    /// Builds the fiber's control block. With `worker` (a spawn on a worker), its stack is
+    /// taken from that worker's pool first, so that a fiber that spawned will start; without,
+    /// its owner takes one on the first run.
+    #[inline]
     pub(crate) fn build<F, T>(
         self,
         f: F,
         default_stack: usize,
         pinned: bool,
+        worker: Option<&worker::Worker>,
     ) -> io::Result<(FiberRef, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -166,9 +170,19 @@ impl Builder {
             Some(size) => stack::normalize_size(size)?,
             None => default_stack,
         };
-        let mut header = Header::new(FiberId::next().0, self.name.map(String::into_boxed_str), stack_size);
-        header.pinned = pinned;
-        let (fiber, output) = block::new_pair(FiberCell { header, stage: StageImpl::<F, T>::new(f) });
+        let stack = match worker {
+            Some(worker) => Some(worker.alloc_stack(stack_size)?),
+            None => None,
+        };
+        let name = self.name.map(String::into_boxed_str);
+        // The cell is built in the block's memory (a closure, not a value built before the
+        // block is taken and then copied into it).
+        let (fiber, output) = block::new_pair(|| {
+            let mut header = Header::new(FiberId::next().0, name, stack_size);
+            header.stack = std::cell::Cell::new(stack);
+            header.pinned = pinned;
+            FiberCell { header, stage: StageImpl::<F, T>::new(f) }
+        });
         Ok((fiber, JoinHandle::new(output)))
     }
 }

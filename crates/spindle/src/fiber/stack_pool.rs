@@ -106,8 +106,8 @@ impl StackPool {
     /// burst that fits in `max_cached` (the warm case: the same fibers spawned again and again)
     /// keeps its pages until the worker idles, so the next burst does not fault them in again.
     #[inline]
-    pub(crate) fn put(&mut self, mut stack: Stack) {
-        stack.dirty = true;
+    pub(crate) fn put(&mut self, stack: Stack) {
+        stack.dirty.set(true);
         self.batch = 1;
         self.cached += 1;
         self.released_since_trim += 1;
@@ -169,7 +169,7 @@ impl StackPool {
             let n = list.len().saturating_sub(self.keep_warm);
             // Walk down from the most recent cold stack: below the first clean one, every
             // stack was released before (the LIFO keeps release order).
-            cold.extend(list[..n].iter_mut().rev().take_while(|s| s.dirty));
+            cold.extend(list[..n].iter_mut().rev().take_while(|s| s.dirty.get()));
         }
         release_pages(&mut cold);
     }
@@ -316,7 +316,7 @@ mod tests {
         pool.trim();
         let stack = pool.get(32 * 1024).unwrap();
         assert_eq!(stack.top(), top, "the pool is LIFO and the chunk stayed mapped");
-        assert!(!stack.dirty);
+        assert!(!stack.dirty.get());
         // SAFETY: `word` is inside the usable part of `stack`, which we own again; after
         // MADV_DONTNEED the page reads back as zero.
         assert_eq!(unsafe { word.read() }, 0);

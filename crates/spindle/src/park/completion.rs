@@ -21,6 +21,11 @@
 //!   it takes the waiter and wakes it; if the joiner saw `COMPLETE`, it takes its waiter back
 //!   (nobody will wake it, and nobody needs to). So a registered waiter is woken exactly once
 //!   (modelled with loom below).
+//! - **The completer stores when it sees WAITER.** The word has two writers, each writing
+//!   once: the joiner sets `WAITER`, the completer `COMPLETE`. A completer whose acquire load
+//!   finds `WAITER` set is the last writer, so it publishes `COMPLETE` with a plain release
+//!   store instead of a read-modify-write (a join that waits before the fiber ends, the
+//!   common case, saves one); otherwise it races the joiner and sets it with `fetch_or`.
 //! - **A plain join registers its caller; the other waits register a forwarder.** The word
 //!   takes one waiter for good. A `join` (which consumes the handle and waits to the end)
 //!   registers the caller itself, which costs nothing extra. A timed wait or a poll may be
@@ -198,7 +203,14 @@ impl<W> JoinWord<W> {
 
     /// By the completer, once, after storing the result: returns the waiter to wake, if any.
     pub(crate) fn complete(&self) -> Option<W> {
-        let prev = self.state.fetch_or(COMPLETE, Ordering::AcqRel);
+        // A joiner that registered has written the word for the last time ("the completer
+        // stores when it sees WAITER"): a plain store publishes completion then.
+        let prev = if self.state.load(Ordering::Acquire) & WAITER != 0 {
+            self.state.store(WAITER | COMPLETE, Ordering::Release);
+            WAITER
+        } else {
+            self.state.fetch_or(COMPLETE, Ordering::AcqRel)
+        };
         if prev & WAITER == 0 {
             return None;
         }

@@ -81,7 +81,7 @@ where
     T: Send + 'static,
 {
     let target = builder.target_worker();
-    let (fiber, handle) = builder.build(f, rt.config.stack_size, target.is_some())?;
+    let (fiber, handle) = builder.build(f, rt.config.stack_size, target.is_some(), None)?;
     match target {
         Some(i) => rt.place_pinned(i, fiber),
         None => rt.inject_fiber(fiber),

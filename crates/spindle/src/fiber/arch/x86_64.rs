@@ -123,9 +123,23 @@ pub(crate) unsafe fn switch(save: *mut usize, to: usize, arg: usize) -> usize {
     ret
 }
 
+/// The comparison key (see [`switch`]) of the ABI's initial control words, which a fresh
+/// stack starts with.
+const DEFAULT_KEY: u32 = ((DEFAULT_FCW as u32) << 16) | (DEFAULT_MXCSR as u32 & 0xFFC0);
+
 /// First code run on a fresh stack: the `jmp rax` of a [`switch`] lands here with
-/// `rsp = top - 24` (the trampoline's own address popped), `rdx = arg`, and the entry, data
-/// and control words above `rsp` as [`init_stack`] wrote them.
+/// `rsp = top - 24` (the trampoline's own address popped), `rdx = arg`, `ecx` the resumer's
+/// key, and the entry, data and control words above `rsp` as [`init_stack`] wrote them.
+///
+/// Like `switch`, it loads the initial control words only when the resumer's key differs
+/// from theirs (nearly never: `ldmxcsr` and `fldcw` on every fiber start cost more than the
+/// rest of it). And it enters the entry function with a `jmp`, a return address pushed by
+/// hand, not with a `call`: the entry never returns, so a `call` would leave an entry on the
+/// CPU's return stack buffer that nothing pops, and the context the fiber finally switches
+/// to would pop it instead of its own with its next `ret` (a misprediction, and every later
+/// `ret` of that context mispredicted too, one entry off). Without it, a fiber whose last
+/// switch happens in the entry function's own frame (`fiber_entry` inlines its end) leaves
+/// the return stack buffer as the context it resumes left it.
 #[unsafe(naked)]
 unsafe extern "C" fn trampoline() -> ! {
     naked_asm!(
@@ -133,13 +147,20 @@ unsafe extern "C" fn trampoline() -> ! {
         ".cfi_undefined rip", // ...saying it is the outermost one: backtraces stop here
         "pop rax",            // the entry function
         "pop rsi",            // second argument: the data pointer
+        "cmp ecx, {key}",     // the resumer's control words are the initial ones?
+        "je 2f",              // then the registers hold them already
         "ldmxcsr [rsp]",      // the ABI's initial SSE control word
         "fldcw [rsp + 4]",    // the ABI's initial x87 control word
+        "2:",
         "sub rsp, 8",         // rsp = top - 16: 16-aligned, as the ABI wants before a call
+        "lea rcx, [rip + 3f]", // the return address a `call` would push, inside this frame
+        "push rcx",           // so unwinders find this frame (and stop at it)
         "mov rdi, rdx",       // first argument: the value passed to `switch`
-        "call rax",           // entry(arg, data), on this stack
+        "jmp rax",            // entry(arg, data), on this stack, as if called
+        "3:",
         "ud2",                // entry never returns; trap if it does
         ".cfi_endproc",
+        key = const DEFAULT_KEY,
     )
 }
 

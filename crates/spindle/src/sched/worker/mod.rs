@@ -53,8 +53,19 @@
 //!   shutdown's `claim_parked`) takes it back and queues it. So a parked fiber's cell and
 //!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
 //!   their references. The registry (module `sched::registry`) only points at started fibers
-//!   (for shutdown and the dump), and recycling removes that pointer before it drops the run
-//!   reference. A spawn thus costs no reference count beyond the join handle's.
+//!   that have switched away (for shutdown and the dump; "registered once it has switched
+//!   away"), and recycling removes that pointer before it drops the run reference. A spawn thus costs no reference count beyond the join handle's.
+//! - **Owners outlive their reschedulers.** A started fiber's header points at its owner's
+//!   [`WorkerShared`] without counting it (`Header::owner_ptr`; a count per fiber cost two
+//!   read-modify-writes per spawn). Only the one rescheduler of a parked fiber follows that
+//!   pointer to another thread's worker (`reschedule`'s remote half), and it takes a count of
+//!   its own before it touches the inbox. Until then the owner is alive: the fiber is
+//!   registered there and cannot finish before the owner takes it from its inbox, and the
+//!   owner's `run` returns only once its registry is empty (`cancel_all` waits for a remote
+//!   unparker between its compare-exchange and its push), so the `Worker`'s `shared` still
+//!   counts it. If the loop is left early (the worker thread unwinds), `Worker::drop` leaks
+//!   one count of `shared` when a registered fiber cannot be claimed (its rescheduler may be
+//!   in that window).
 //! - **Recycled off its own stack.** A fiber that finished is recycled (stack back to the
 //!   pool, registry entry dropped) by whichever context runs next, right after the switch.
 //! - **Where tasks wait.** Async tasks (module `task`) wait in the worker's stealable queue
@@ -174,6 +185,9 @@ pub(crate) struct Worker {
     finished: Cell<Option<FiberRef>>,
     pool: RefCell<StackPool>,
     registry: RefCell<Registry>,
+    /// Started fibers not yet recycled (`WorkerStats::parked_fibers` publishes it): the
+    /// registry holds only those that have switched away.
+    live_fibers: Cell<u64>,
     /// Timers of the fibers and futures of this worker (module `timers`).
     timers: Timers,
     /// Reused buffer of epoll events.
@@ -209,6 +223,7 @@ impl Worker {
             finished: Cell::new(None),
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
+            live_fibers: Cell::new(0),
             timers: Timers::new(),
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),
@@ -250,6 +265,7 @@ impl Drop for Worker {
     /// leaked then, module `fiber::control`). Runnable ones are dropped with their queues.
     fn drop(&mut self) {
         let parked: Vec<_> = self.registry.get_mut().iter().collect();
+        let mut unclaimed = false;
         for fiber in parked {
             // SAFETY: a registered pointer is to a live cell ("entries borrow the run
             // reference"); nothing runs or is recycled any more.
@@ -259,7 +275,14 @@ impl Drop for Worker {
                 // own the run reference it forgot when it parked ("a started fiber owns
                 // itself").
                 drop(unsafe { FiberRef::from_raw(fiber) });
+            } else {
+                unclaimed = true;
             }
+        }
+        if unclaimed {
+            // Runnable, or woken by a remote unparker that has yet to take its count of
+            // `shared` ("owners outlive their reschedulers"): keep `shared` alive for good.
+            std::mem::forget(self.shared.clone());
         }
     }
 }

@@ -13,7 +13,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{current, Queued, Worker};
+use super::{current, Queued, Worker, WorkerShared};
 use crate::fiber::arch;
 use crate::fiber::block::FiberPtr;
 use crate::fiber::control::{FiberRef, Header};
@@ -114,11 +114,29 @@ impl Worker {
         header.san.start_fiber(stack.bottom(), stack.top());
         header.sp.set(sp);
         header.set_owner(&self.shared);
-        let mut registry = self.registry.borrow_mut();
-        header.slot.set(registry.insert(FiberRef::as_ptr(fiber)));
+        // Not registered yet: only at its first switch away (`register`).
         bump(&self.shared.stats.fibers_started, 1);
-        self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
+        self.live_fibers.set(self.live_fibers.get() + 1);
+        self.shared.stats.parked_fibers.store(self.live_fibers.get(), Ordering::Relaxed);
         Some(sp)
+    }
+
+    /// Enters the running fiber `me` in the registry, unless it is there already: called
+    /// before every switch away that does not finish it (module `sched::registry`,
+    /// "registered once it has switched away"). A fiber that runs to its end without one
+    /// (the common short fiber) never costs a registry entry.
+    #[inline]
+    fn register(&self, me: &FiberRef) {
+        if me.header.slot.get() == usize::MAX {
+            self.register_first(me);
+        }
+    }
+
+    /// The first switch away's half of [`register`](Self::register): once per fiber at most.
+    #[inline(never)]
+    fn register_first(&self, me: &FiberRef) {
+        let slot = self.registry.borrow_mut().insert(FiberRef::as_ptr(me));
+        me.header.slot.set(slot);
     }
 
     /// Starts a new fiber at once from an async task's poll ("a fiber started from a task's
@@ -166,7 +184,13 @@ impl Worker {
     /// next runnable one (woken meanwhile, or yielding alone) we simply keep running.
     /// `next`, when given, is the fiber to try first (the caller popped it already).
     #[inline]
-    fn switch_away(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
+    fn switch_away(&self, save: *mut usize, me: *const Header, next: Option<FiberRef>) {
+        self.switch_away_inline(save, me, next)
+    }
+
+    /// [`switch_away`](Self::switch_away), always inlined (for `finish`).
+    #[inline(always)]
+    fn switch_away_inline(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
         self.count_switch();
         let (target, to): (usize, *const sanitizer::Context) = loop {
             if self.stopping.get() || self.tasks.has_queued() {
@@ -237,10 +261,12 @@ impl Worker {
             if let Some(stack) = done.header.stack.take() {
                 self.pool.borrow_mut().put(stack);
             }
-            let mut registry = self.registry.borrow_mut();
-            registry.remove(done.header.slot.get());
-            self.shared.stats.parked_fibers.store(registry.len() as u64, Ordering::Relaxed);
-            drop(registry);
+            let slot = done.header.slot.get();
+            if slot != usize::MAX {
+                self.registry.borrow_mut().remove(slot);
+            }
+            self.live_fibers.set(self.live_fibers.get() - 1);
+            self.shared.stats.parked_fibers.store(self.live_fibers.get(), Ordering::Relaxed);
             // The run reference goes last, once the registry no longer points at the cell.
             drop(done);
         }
@@ -277,6 +303,7 @@ impl Worker {
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         self.fibers.push_back(me);
         self.switch_away(save, header, None);
     }
@@ -294,6 +321,7 @@ impl Worker {
         let me = self.current.take().expect("yield_now outside a fiber on a worker");
         let header: *const Header = &me.header;
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         self.fibers.push_back(me);
         self.switch_away(save, header, next);
         self.check_cancel();
@@ -311,6 +339,7 @@ impl Worker {
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
         let save = me.header.sp.as_ptr();
+        self.register(&me);
         // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
         // owns itself"), which takes it back with `park::unpark` or `claim_parked`.
         std::mem::forget(me);
@@ -344,7 +373,12 @@ impl Worker {
         }
     }
 
-    /// Ends the running fiber: the next context recycles it. Never returns.
+    /// Ends the running fiber: the next context recycles it. Never returns. Inlined with its
+    /// switch into `fiber_entry`: the last switch of a fiber then happens with no call of its
+    /// own outstanding, so the context it resumes finds its own return addresses on the
+    /// CPU's return stack buffer (module `fiber::arch::x86_64`, `trampoline`): each pending
+    /// call left there mispredicted one `ret` of that context, about 6 ns each here.
+    #[inline(always)]
     fn finish(&self) -> ! {
         let me = self.current.take().expect("finish outside a fiber");
         // Break the fiber -> waker -> fiber cycle now that nothing can wait on its behalf.
@@ -353,7 +387,7 @@ impl Worker {
         let save = me.header.sp.as_ptr();
         let previous = self.finished.replace(Some(me));
         debug_assert!(previous.is_none(), "two finished fibers awaiting recycling");
-        self.switch_away(save, header, None);
+        self.switch_away_inline(save, header, None);
         unreachable!("a finished fiber was resumed");
     }
 }
@@ -363,13 +397,30 @@ impl Worker {
 /// slot when that is the current one, else through the owner's inbox.
 #[inline]
 pub(crate) fn reschedule(fiber: FiberRef) {
-    let owner = fiber.header.owner().expect("a parked fiber has an owner");
+    let owner = fiber.header.owner_ptr();
+    assert!(!owner.is_null(), "a parked fiber has an owner");
     match current() {
         Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
             worker.queue_fiber(fiber, Queued::Woken)
         }
-        _ => owner.send_fiber(fiber.clone()),
+        _ => send_home(owner, fiber),
     }
+}
+
+/// The remote half of [`reschedule`]: sends `fiber` to the inbox of its owner, `owner`.
+/// Out of line: the common wake-up is local.
+#[inline(never)]
+fn send_home(owner: *const WorkerShared, fiber: FiberRef) {
+    // SAFETY: `owner` is the `WorkerShared` of a `Worker` whose `shared` still counts it:
+    // `fiber` was parked there and we are its one rescheduler, so it is registered there and
+    // cannot finish before that worker takes it from the inbox, and the worker's `run` does
+    // not return before its registry is empty ("owners outlive their reschedulers"). The
+    // count taken here keeps the inbox and the driver alive until our send has published.
+    let owner = unsafe {
+        Arc::increment_strong_count(owner);
+        Arc::from_raw(owner)
+    };
+    owner.send_fiber(fiber);
 }
 
 /// The first function of every fiber, entered by the first switch onto its stack.
