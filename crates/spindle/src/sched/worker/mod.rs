@@ -54,7 +54,8 @@
 //!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
 //!   their references. The registry (module `sched::registry`) only points at started fibers
 //!   that have switched away (for shutdown and the dump; "registered once it has switched
-//!   away"), and recycling removes that pointer before it drops the run reference. A spawn thus costs no reference count beyond the join handle's.
+//!   away"), and recycling removes that pointer before it drops the run reference. A spawn
+//!   thus costs no reference count beyond the join handle's.
 //! - **Owners outlive their reschedulers.** A started fiber's header points at its owner's
 //!   [`WorkerShared`] without counting it (`Header::owner_ptr`; a count per fiber cost two
 //!   read-modify-writes per spawn). Only the one rescheduler of a parked fiber follows that
