@@ -122,6 +122,7 @@ fn recv_inq(socket: &Socket, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::as_uninit;
     use std::io::Write;
 
     fn pair() -> (Socket, std::net::TcpStream) {
@@ -129,11 +130,6 @@ mod tests {
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         (Socket::from(server), client)
-    }
-
-    fn uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
-        // SAFETY: u8 and MaybeUninit<u8> have the same layout; the callee writes only bytes.
-        unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) }
     }
 
     /// Waits until `socket` has at least `n` bytes queued (loopback delivery is quick but not
@@ -175,30 +171,30 @@ mod tests {
         client.write_all(b"abcd").unwrap();
         wait_queued(&server, 4);
         // The first full read cannot tell; it turns the option on.
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (4, false));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (4, false));
         assert!(drain.is_on());
 
         // Exactly one record queued: the full read drained it.
         client.write_all(b"efgh").unwrap();
         wait_queued(&server, 4);
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (4, true));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (4, true));
         assert_eq!(&buf, b"efgh");
 
         // Two records queued: the first full read did not drain, the second did.
         client.write_all(b"ijklmnop").unwrap();
         wait_queued(&server, 8);
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (4, false));
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (4, true));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (4, false));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (4, true));
         assert_eq!(&buf, b"mnop");
 
         // A short read drains; end of stream never counts as drained.
         client.write_all(b"q").unwrap();
         wait_queued(&server, 1);
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (1, true));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (1, true));
         drop(client);
         let mut end = false;
         for _ in 0..10_000 {
-            match drain.recv(&server, uninit(&mut buf)) {
+            match drain.recv(&server, as_uninit(&mut buf)) {
                 Ok((0, drained)) => {
                     assert!(!drained);
                     end = true;
@@ -221,15 +217,15 @@ mod tests {
         let mut buf = [0u8; 2];
         client.write_all(b"ab").unwrap();
         wait_queued(&server, 2);
-        drain.recv(&server, uninit(&mut buf)).unwrap();
+        drain.recv(&server, as_uninit(&mut buf)).unwrap();
         assert!(drain.is_on());
         client.write_all(b"cd").unwrap();
         client.shutdown(std::net::Shutdown::Write).unwrap();
         wait_queued(&server, 2);
         wait_fin(&server);
         // The kernel counts a received FIN as one queued byte: the reader must read again.
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (2, false));
-        assert_eq!(drain.recv(&server, uninit(&mut buf)).unwrap(), (0, false));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (2, false));
+        assert_eq!(drain.recv(&server, as_uninit(&mut buf)).unwrap(), (0, false));
     }
 
     #[test]
@@ -239,9 +235,9 @@ mod tests {
         let drain = Drain::default();
         let mut buf = [0u8; 3];
         b.write_all(b"xyzxyz").unwrap();
-        assert_eq!(drain.recv(&a, uninit(&mut buf)).unwrap(), (3, false));
+        assert_eq!(drain.recv(&a, as_uninit(&mut buf)).unwrap(), (3, false));
         assert_eq!(drain.0.load(Ordering::Relaxed), REFUSED);
-        assert_eq!(drain.recv(&a, uninit(&mut buf)).unwrap(), (3, false));
+        assert_eq!(drain.recv(&a, as_uninit(&mut buf)).unwrap(), (3, false));
         assert_eq!(&buf, b"xyz");
     }
 }

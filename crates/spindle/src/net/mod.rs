@@ -60,6 +60,14 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// `buf` as a socket read sees it: room to write bytes into (socket2's and the kernel's
+/// reads take `MaybeUninit<u8>`).
+fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the reads this is handed to
+    // write only initialised bytes, so `buf` stays initialised.
+    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
+}
+
 /// The future of an asynchronous connect or lookup
 /// ([`TcpStream::connect_async`], [`lookup_host_async`], …). It is boxed so that it is
 /// `Send + 'static` whatever address type started it (a `&str` included): spawn it, or

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
+use super::as_uninit;
 use super::drain::Drain;
 use crate::reactor::io::{Direction, ScheduledIo};
 use crate::reactor::Driver;
@@ -515,13 +516,6 @@ impl IoSource {
             }
         }
     }
-}
-
-/// `buf` as the kernel sees it: room to write bytes into.
-fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
-    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the readers this is handed to
-    // write only initialised bytes, so `buf` stays initialised.
-    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
 }
 
 impl Drop for IoSource {

@@ -3,6 +3,7 @@
 //! read waits without trying the system call first (module `net::drain`,
 //! `IoSource::expect_first_read_event`): never while data is there to read.
 
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::IoSource;
+use crate::net::{TcpListener, TcpStream};
 use crate::reactor::io::Direction;
 use crate::sched::worker;
 
@@ -91,7 +93,7 @@ fn a_task_socket_event_wakes_a_sleeping_worker() {
         }));
         // Let both workers go to sleep with the task waiting.
         std::thread::sleep(Duration::from_millis(30));
-        std::io::Write::write_all(&mut peer, &[round]).unwrap();
+        peer.write_all(&[round]).unwrap();
         let got = done_rx.recv_timeout(Duration::from_secs(10));
         assert_eq!(got, Ok((1, round)), "the read was never woken (round {round})");
     }
@@ -102,8 +104,6 @@ fn a_task_socket_event_wakes_a_sleeping_worker() {
 /// read is still read, whether or not its event was dispatched before the read.
 #[test]
 fn a_connected_stream_waits_for_its_first_read_event_and_still_reads_what_came_first() {
-    use crate::net::{TcpListener, TcpStream};
-    use std::io::{Read, Write};
     let rt = crate::Builder::new().worker_threads(1).build().unwrap();
     rt.block_on(|| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -136,8 +136,6 @@ fn a_connected_stream_waits_for_its_first_read_event_and_still_reads_what_came_f
 /// comes); one that leaves nothing queued is, after the first (module `net::drain`).
 #[test]
 fn full_reads_wait_only_when_the_kernel_says_nothing_is_queued() {
-    use crate::net::{TcpListener, TcpStream};
-    use std::io::{Read, Write};
     let rt = crate::Builder::new().worker_threads(1).build().unwrap();
     rt.block_on(|| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -3,7 +3,6 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs as StdToSocketAddrs};
 use std::task::{Context, Poll};
 
@@ -11,18 +10,13 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::addr::ToSocketAddrs;
 use super::source::IoSource;
-use super::{dns, each_addr};
+use super::{as_uninit, dns, each_addr};
 use crate::reactor::io::Direction;
 
 /// A UDP socket. `recv_from` and `send_to` park the calling fiber while not ready.
 #[derive(Debug)]
 pub struct UdpSocket {
     source: IoSource,
-}
-
-pub(super) fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
-    // SAFETY: same layout; the socket calls only write initialised bytes into it.
-    unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) }
 }
 
 impl UdpSocket {

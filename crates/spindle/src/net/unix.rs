@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
+use super::as_uninit;
 use super::source::IoSource;
 use super::tcp::accept4;
-use super::udp::as_uninit;
 use crate::reactor::io::Direction;
 
 /// A Unix-domain stream listener. `accept` parks the calling fiber until a connection arrives.
