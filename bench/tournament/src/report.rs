@@ -88,7 +88,7 @@ fn header(out: &mut String, input: &ReportInput) {
          utime+stime during the measurement ÷ requests. `h2c_1w`/`h2c_2w` are the same with \
          `h2load -t{} -c{} -m1 -D{}` over HTTP/2 with prior knowledge (h2load warm-up as for \
          wrk; latencies from h2load's per-request log); `client_keepalive` is measured by the \
-         peer itself.\n",
+         peer itself: requests per second, and the client process's CPU time per request.\n",
         h.warmup_s,
         h.threads,
         h.connections,

@@ -403,3 +403,27 @@ fn the_pairing_of_runs_is_explained() {
         assert!(part.contains(text), "{text:?} not in {part}");
     }
 }
+
+#[test]
+fn the_client_table_shows_each_clients_cpu_per_request_with_lower_as_better() {
+    let rows = vec![
+        row(Suite::Http, "client_keepalive", "spindle", "req_per_s", 100.0),
+        row(Suite::Http, "client_keepalive", "tokio-hyper", "req_per_s", 100.0),
+        row(Suite::Http, "client_keepalive", "spindle", "cpu_us_per_req", 8.0),
+        row(Suite::Http, "client_keepalive", "tokio-hyper", "cpu_us_per_req", 10.0),
+    ];
+    let md = http_report(rows, &["spindle", "tokio-hyper"]);
+    let start = md.find("HTTP client: keep-alive GETs").expect("no client section");
+    let part = &md[start..];
+    let found = tables(part);
+    let (header, rows) = &found[0];
+    assert_eq!(
+        header,
+        &["Competitor", "Req/s", "vs spindle (req/s)", "Client CPU µs/req", "vs spindle (CPU)"]
+    );
+    let tokio = rows.iter().find(|r| r[0] == "tokio-hyper").expect("no tokio-hyper row");
+    // Level on requests; spindle's client spends 8 µs where tokio-hyper's spends 10: ahead by 1.25×.
+    assert!(tokio[3].starts_with("10.00"), "{tokio:?}");
+    assert!(tokio[4].contains("1.25"), "{tokio:?}");
+    assert!(part.contains("Client CPU µs/req: the client process's CPU time"), "{part}");
+}

@@ -113,7 +113,7 @@ const HTTP_CASES: &[CaseSpec] = &[
     CaseSpec { name: "hello_2w", metrics: HTTP_METRICS },
     CaseSpec { name: "h2c_1w", metrics: HTTP_METRICS },
     CaseSpec { name: "h2c_2w", metrics: HTTP_METRICS },
-    CaseSpec { name: "client_keepalive", metrics: &["req_per_s"] },
+    CaseSpec { name: "client_keepalive", metrics: &["req_per_s", "cpu_us_per_req"] },
 ];
 
 const RPC_OP: &[&str] = &["ns_per_op", "bytes_per_op", "allocs_per_op"];

@@ -290,15 +290,26 @@ fn http(v: &View) -> String {
     );
     cpu_run_by_run(&mut out, v);
     heading(&mut out, "HTTP client: keep-alive GETs from 64 requesters against a spindle-http hello server");
-    let mut t = Table::new(&["Competitor"], &["Req/s", &vs]);
+    let cpu_vs = format!("vs {} (CPU)", v.ours());
+    let mut t = Table::new(&["Competitor"], &["Req/s", &vs, "Client CPU µs/req", &cpu_vs]);
     for c in ranked(v, "client_keepalive", "req_per_s") {
         t.row(vec![
             v.display(c),
             v.cell("client_keepalive", c, "req_per_s"),
             v.ratio_cell("client_keepalive", c, "req_per_s"),
+            v.cell("client_keepalive", c, "cpu_us_per_req"),
+            v.ratio_cell("client_keepalive", c, "cpu_us_per_req"),
         ]);
     }
-    emit(&mut out, v, &t, &[]);
+    emit(
+        &mut out,
+        v,
+        &t,
+        &["Client CPU µs/req: the client process's CPU time (all its threads, not the server's) in the \
+           measurement window ÷ the requests completed in it. Every client talks to the same one-worker \
+           spindle-http server on the same two cores; where the server limits the rate, req/s come out \
+           level and the client's CPU per request tells the clients apart."],
+    );
     out
 }
 

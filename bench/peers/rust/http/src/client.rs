@@ -12,7 +12,12 @@
 //!    tasks on a tokio current_thread runtime.
 //! 3. Counts completed requests from the end of a warm-up (1 s) to the end of the measurement
 //!    (5 s, or 1 s with `--quick`), then stops the requesters and the server (the child is
-//!    killed and reaped), and prints one JSON line: `req_per_s`.
+//!    killed and reaped), and prints two JSON lines: `req_per_s`, and `cpu_us_per_req`, the
+//!    CPU time this process (the client: all its threads, not the server child) spent in the
+//!    same window (`CLOCK_PROCESS_CPUTIME_ID`) divided by the requests completed in it. The
+//!    server is the same program for every client and shares the machine's two cores with it,
+//!    so when the server is what limits the rate, requests per second come out level and the
+//!    client's CPU per request is what tells the clients apart.
 //!
 //! A failed request ends the program with an error on stderr and a non-zero exit.
 
@@ -67,14 +72,34 @@ struct Shared {
     stop: AtomicBool,
 }
 
-/// Waits out the warm-up and the measurement, then stops the requesters; returns req/s.
-fn measure(shared: &Shared, warmup: Duration, duration: Duration) -> f64 {
+/// CPU time consumed by this process so far, all threads (`CLOCK_PROCESS_CPUTIME_ID`), in µs.
+fn process_cpu_us() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID): {}", std::io::Error::last_os_error());
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
+/// What one measurement window saw.
+struct Measured {
+    req_per_s: f64,
+    cpu_us_per_req: f64,
+}
+
+/// Waits out the warm-up and the measurement, then stops the requesters.
+fn measure(shared: &Shared, warmup: Duration, duration: Duration) -> Measured {
     std::thread::sleep(warmup);
-    let (start, before) = (Instant::now(), shared.done.load(Ordering::Relaxed));
+    let (start, cpu0, before) = (Instant::now(), process_cpu_us(), shared.done.load(Ordering::Relaxed));
     std::thread::sleep(duration);
-    let (end, after) = (Instant::now(), shared.done.load(Ordering::Relaxed));
+    let (end, cpu1, after) = (Instant::now(), process_cpu_us(), shared.done.load(Ordering::Relaxed));
     shared.stop.store(true, Ordering::Relaxed);
-    (after - before) as f64 / (end - start).as_secs_f64()
+    let requests = after - before;
+    assert!(requests > 0, "no request completed in the measurement window");
+    Measured {
+        req_per_s: requests as f64 / (end - start).as_secs_f64(),
+        cpu_us_per_req: (cpu1 - cpu0) / requests as f64,
+    }
 }
 
 fn check(status: u16, body: &[u8]) {
@@ -157,13 +182,18 @@ pub fn main(client: &str, quick: bool) {
         std::thread::spawn(move || run(url, shared))
     };
     let duration = Duration::from_secs(if quick { 1 } else { 5 });
-    let req_per_s = measure(&shared, Duration::from_secs(1), duration);
+    let m = measure(&shared, Duration::from_secs(1), duration);
     if requesters.join().is_err() {
         eprintln!("the {client} client failed (see above)");
         std::process::exit(1);
     }
     drop(server);
     println!(
-        "{{\"suite\":\"http\",\"case\":\"client_keepalive\",\"competitor\":\"{competitor}\",\"metric\":\"req_per_s\",\"value\":{req_per_s:.1},\"unit\":\"req/s\"}}"
+        "{{\"suite\":\"http\",\"case\":\"client_keepalive\",\"competitor\":\"{competitor}\",\"metric\":\"req_per_s\",\"value\":{:.1},\"unit\":\"req/s\"}}",
+        m.req_per_s
+    );
+    println!(
+        "{{\"suite\":\"http\",\"case\":\"client_keepalive\",\"competitor\":\"{competitor}\",\"metric\":\"cpu_us_per_req\",\"value\":{:.3},\"unit\":\"us\"}}",
+        m.cpu_us_per_req
     );
 }
