@@ -47,10 +47,12 @@ pub fn ns_per_op(t0: Instant, n: usize) -> f64 {
 pub fn rss_bytes() -> i64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
     let pages: i64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    // SAFETY: sysconf has no preconditions.
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as i64
 }
 
 pub fn raise_nofile() -> u64 {
+    // SAFETY: `rl` is a valid rlimit that outlives both calls, which only read or write it.
     unsafe {
         let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0);
