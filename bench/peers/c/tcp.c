@@ -9,6 +9,14 @@
  *   idle_conns      N connections, each server end registered (EPOLLIN) with one epoll fd
  *
  * Usage: tcp [--quick] [--case NAME]
+ *
+ * Two knobs for experiments, off in the tournament (docs/ARCHITECTURE.md, "What tcp
+ * pingpong costs against the floor"): they give the floor the shape of a runtime's process.
+ *   TCP_FLOOR_IDLE_THREAD=1  start one idle thread first: the process is multi-threaded, so
+ *                            glibc brackets each socket call for cancellation and the kernel
+ *                            counts file references (a runtime always has worker threads)
+ *   TCP_FLOOR_RECVMSG_INQ=1  pingpong reads with recvmsg and a TCP_INQ control message, as
+ *                            spindle reads once a socket has made a full read
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -167,6 +175,18 @@ struct end {
     int have; /* bytes of the current message read so far */
 };
 
+static int recvmsg_inq; /* TCP_FLOOR_RECVMSG_INQ */
+
+/* One read of up to `len` bytes: read(2), or recvmsg(2) with room for the TCP_INQ message. */
+static ssize_t read_some(int fd, char *buf, size_t len) {
+    if (!recvmsg_inq) return read(fd, buf, len);
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                        .msg_controllen = sizeof control};
+    return recvmsg(fd, &mh, 0);
+}
+
 static void pingpong_loop(int ep, struct end *cli, struct end *srv, long n) {
     struct epoll_event evs[4];
     long done = 0;
@@ -181,7 +201,7 @@ static void pingpong_loop(int ep, struct end *cli, struct end *srv, long n) {
         for (int i = 0; i < k; i++) {
             struct end *e = evs[i].data.ptr;
             for (;;) {
-                ssize_t r = read(e->fd, e->buf + e->have, MSG - e->have);
+                ssize_t r = read_some(e->fd, e->buf + e->have, MSG - e->have);
                 if (r < 0) {
                     if (errno == EAGAIN) break;
                     die("read");
@@ -213,6 +233,12 @@ static void case_pingpong(long warm, long n) {
     nodelay(srv.fd);
     nonblock(cli.fd);
     nonblock(srv.fd);
+    recvmsg_inq = getenv("TCP_FLOOR_RECVMSG_INQ") != NULL;
+    if (recvmsg_inq) {
+        int one = 1;
+        if (setsockopt(cli.fd, IPPROTO_TCP, TCP_INQ, &one, sizeof one) < 0) die("TCP_INQ");
+        if (setsockopt(srv.fd, IPPROTO_TCP, TCP_INQ, &one, sizeof one) < 0) die("TCP_INQ");
+    }
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0) die("epoll_create1");
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cli};
@@ -274,7 +300,17 @@ static void case_idle_conns(long want) {
     close(lfd);
 }
 
+static void *idle_thread(void *arg) {
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
 int main(int argc, char **argv) {
+    if (getenv("TCP_FLOOR_IDLE_THREAD")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, idle_thread, NULL) != 0) die("pthread_create");
+    }
     int quick = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
