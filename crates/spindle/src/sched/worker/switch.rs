@@ -285,9 +285,12 @@ impl Worker {
     }
 
     /// A yield with nothing else runnable: keep running, but still look at the reactor now
-    /// and then, or a fiber spinning on yield_now would starve timers and I/O.
+    /// and then, or a fiber spinning on yield_now would starve timers and I/O. The yield is
+    /// progress for the watchdog all the same: the fiber offered the worker and nobody
+    /// wanted it, so it holds nobody up.
     #[inline]
     fn keep_running_on_yield(&self) {
+        bump(&self.shared.stats.progress, 1);
         self.count_switch();
         if self.stopping.get() {
             // Shutdown: let the scheduler context cancel us.
