@@ -1,6 +1,6 @@
 //! tcp suite, competitors `rust-thread` (std::net, blocking, one OS thread per unit),
 //! `tokio` (tokio::net on a tokio runtime, one task per unit) and `spindle` (spindle::net on
-//! a spindle runtime, one fiber per unit; see `fibers.rs`).
+//! a spindle runtime, one fiber per unit, idle connections as tasks; see `fibers.rs`).
 //!
 //!   bind            TcpListener::bind(127.0.0.1:0), then drop
 //!   bind_concurrent the same from 100 threads / tasks, each doing 1/100 of the ops
@@ -10,7 +10,8 @@
 //!   idle_conns      N connections, each server end held by its own thread (64 KiB stack) /
 //!                   task blocked in read; runs first so the baseline is the fresh process
 //!
-//! Usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--quick] [--case NAME]
+//! Usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N]
+//!                 [--idle task|fiber] [--quick] [--case NAME]
 
 mod fibers;
 
@@ -300,6 +301,7 @@ fn main() {
     let mut workers = 1usize;
     let mut quick = false;
     let mut only = None;
+    let mut idle = fibers::Idle::Task;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -310,9 +312,16 @@ fn main() {
             }
             "--quick" => quick = true,
             "--case" => only = Some(args.next().expect("--case NAME")),
+            "--idle" => {
+                idle = match args.next().as_deref() {
+                    Some("task") => fibers::Idle::Task,
+                    Some("fiber") => fibers::Idle::Fiber,
+                    _ => panic!("--idle task|fiber"),
+                }
+            }
             _ => {
                 eprintln!(
-                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N] [--quick] [--case NAME]"
+                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N] [--idle task|fiber] [--quick] [--case NAME]"
                 );
                 std::process::exit(2);
             }
@@ -330,7 +339,7 @@ fn main() {
     let opts: &'static Opts = Box::leak(Box::new(Opts { competitor, only, counts, fd_limit }));
     match mode.as_str() {
         "thread" => threads::run(opts),
-        "spindle" => fibers::run(opts, workers),
+        "spindle" => fibers::run(opts, workers, idle),
         _ => tasks::run(opts, flavor == "multi"),
     }
 }
