@@ -38,6 +38,7 @@ use block::FiberRef;
 pub use join::JoinHandle;
 pub use local::FiberLocal;
 pub(crate) use no_park::check as check_no_park;
+pub(crate) use no_park::held as no_park_held;
 pub use no_park::{no_park, NoPark};
 pub use spawn::{spawn, spawn_local, Builder};
 pub use stack::{MAX_STACK_SIZE, MIN_STACK_SIZE};

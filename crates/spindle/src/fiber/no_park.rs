@@ -58,6 +58,13 @@ impl Drop for NoPark {
     }
 }
 
+/// Whether a marker is alive on this thread (always `false` in release builds, where
+/// markers are not counted): for yields that are optional, which skip rather than panic.
+#[inline]
+pub(crate) fn held() -> bool {
+    cfg!(debug_assertions) && HELD.with(|h| h.get().0 > 0)
+}
+
 /// Called before a fiber parks or yields: panics in debug builds if a marker is alive.
 #[inline]
 pub(crate) fn check(reason: &str) {

@@ -273,6 +273,9 @@ impl IoSource {
                     if short(&r) {
                         self.note_blocked(dir, seen);
                     }
+                    // A fiber whose operations keep completing yields now and then
+                    // (`sched::worker::coop`, "bounded between yields").
+                    worker::consume_io_budget();
                     return Ok(r);
                 }
                 Err(e) => return Err(e),

@@ -158,6 +158,7 @@ impl ScheduledIo {
     }
 
     /// Records an epoll event and wakes the waiters it concerns.
+    #[inline]
     pub(crate) fn dispatch(&self, bits: u32) {
         let read_closed = bits & CLOSED != 0;
         let write_closed = bits & HUP_OR_ERR != 0;

@@ -11,6 +11,7 @@
 //! | `lifo.rs` | the LIFO slot both queues use |
 //! | `timers.rs` | the worker's timer wheel |
 //! | `cancel.rs` | shutdown: cancelling every fiber and task left |
+//! | `coop.rs` | the I/O budget: a fiber whose socket operations never wait yields now and then |
 //! | `shared.rs` | [`WorkerShared`], the part other threads touch |
 //!
 //! # Queueing work: three verbs
@@ -112,6 +113,7 @@
 //!   `long_running_budget`.
 
 mod cancel;
+mod coop;
 mod event_loop;
 mod fiber_queue;
 mod lifo;
@@ -130,6 +132,8 @@ use crate::fiber::control::FiberRef;
 use crate::fiber::sanitizer;
 use crate::fiber::stack_pool::StackPool;
 use crate::sys::epoll::Event;
+pub(crate) use coop::consume_io_budget;
+use coop::IoBudget;
 use fiber_queue::FiberQueue;
 pub(crate) use shared::WorkerShared;
 pub(crate) use switch::reschedule;
@@ -201,6 +205,8 @@ pub(crate) struct Worker {
     stopping: Cell<bool>,
     /// Set while the reactor dispatches wake-ups (timers, epoll): those keep FIFO order.
     dispatching: Cell<bool>,
+    /// Socket operations left before the fiber completing one yields (module `coop`).
+    io_budget: IoBudget,
 }
 
 impl Worker {
@@ -230,6 +236,7 @@ impl Worker {
             switches: Cell::new(0),
             stopping: Cell::new(false),
             dispatching: Cell::new(false),
+            io_budget: IoBudget::new(),
         }
     }
 
