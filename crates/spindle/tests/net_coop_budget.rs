@@ -63,3 +63,64 @@ fn a_reader_that_never_waits_lets_another_fiber_on_its_worker_run() {
         .expect("the other fiber ran only once the reader had read everything (never yielded)");
     assert!(reads <= 128, "the other fiber waited for {reads} reads, more than one budget (128)");
 }
+
+#[test]
+fn a_task_whose_reads_never_wait_lets_another_task_on_its_worker_run() {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+    let rt = Builder::new().worker_threads(1).build().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let writer = std::thread::spawn(move || {
+        let (mut peer, _) = listener.accept().unwrap();
+        let data: Vec<u8> = (0..QUEUED).map(pattern).collect();
+        peer.write_all(&data).unwrap();
+        peer
+    });
+    let (reads_before_other_ran, total_ok) = rt.block_on(move || {
+        let mut stream = spindle::net::TcpStream::connect(addr).unwrap();
+        let peer = writer.join().unwrap();
+        // Loopback delivers as it sends: with the writer done, everything is queued here.
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let other_ran = other_ran.clone();
+            spindle::task::spawn_async(async move {
+                let mut got = Vec::with_capacity(QUEUED);
+                let mut reads_before_other_ran = None;
+                let mut byte = [0u8; 1];
+                let mut other = None;
+                while got.len() < QUEUED {
+                    if got.len() == 1 {
+                        // After the first read (which may wait for the socket's first event):
+                        // from here on every read finds data queued. Spawned from inside
+                        // this poll, the other task is queued behind this one.
+                        let flag = other_ran.clone();
+                        other =
+                            Some(spindle::task::spawn_async(
+                                async move { flag.store(true, Ordering::Relaxed) },
+                            ));
+                    }
+                    let n =
+                        poll_fn(|cx| futures_io::AsyncRead::poll_read(Pin::new(&mut stream), cx, &mut byte))
+                            .await
+                            .unwrap();
+                    assert_eq!(n, 1);
+                    got.push(byte[0]);
+                    if reads_before_other_ran.is_none() && other_ran.load(Ordering::Relaxed) {
+                        reads_before_other_ran = Some(got.len());
+                    }
+                }
+                other.expect("spawned after the first read").await.unwrap();
+                let total_ok = got.iter().enumerate().all(|(i, &b)| b == pattern(i));
+                (reads_before_other_ran, total_ok)
+            })
+        };
+        let out = reader.join().unwrap();
+        drop(peer);
+        out
+    });
+    assert!(total_ok, "the bytes read were not the bytes written, in order");
+    let reads = reads_before_other_ran
+        .expect("the other task ran only once the reader had read everything (its poll never returned)");
+    assert!(reads <= 129, "the other task waited for {reads} reads, more than one budget (128)");
+}

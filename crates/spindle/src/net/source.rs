@@ -490,6 +490,11 @@ impl IoSource {
         mut op: impl FnMut(&Socket) -> io::Result<R>,
         short: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
+        // A task's poll that spent its I/O budget yields here (`sched::worker::coop`,
+        // "bounded within a poll").
+        if !worker::poll_io_budget(cx) {
+            return Poll::Pending;
+        }
         loop {
             let seen = self.registration.get().map(|r| r.io.seq(dir));
             if !self.known_blocked(dir, seen) {
@@ -500,6 +505,7 @@ impl IoSource {
                         if short(&r) {
                             self.note_blocked(dir, seen);
                         }
+                        worker::consume_polled_io_budget();
                         return Poll::Ready(Ok(r));
                     }
                     Err(e) => return Poll::Ready(Err(e)),

@@ -1,27 +1,35 @@
-//! The I/O budget: a fiber whose socket operations keep completing without waiting (a
-//! listener under a connection storm, a reader whose peer always has data queued) never
-//! parks, so nothing else on its worker would run, and its worker would not read its reactor:
-//! the other fibers' sockets would go unserved, however long the stretch lasts (started fibers
-//! never move to another worker). tokio bounds the same thing with its per-task coop budget.
+//! The I/O budget: a fiber or task whose socket operations keep completing without waiting
+//! (a listener under a connection storm, a reader whose peer always has data queued) never
+//! parks or returns `Pending`, so nothing else on its worker would run, and its worker would
+//! not read its reactor: the other sockets would go unserved, however long the stretch lasts
+//! (started fibers never move to another worker, and a task being polled holds its worker).
+//! tokio bounds the same thing with its per-task coop budget.
 //!
 //! Invariants:
 //!
-//! - **Bounded between yields**: each blocking-style socket operation that completes on a
-//!   fiber takes one unit of its worker's budget ([`IO_BUDGET`] units, counted per worker
-//!   across fibers); the operation that takes the last unit refills it and yields the fiber
-//!   before returning its result. So at most `IO_BUDGET` operations complete on a worker
-//!   between two budget yields, and a yield that finds other work runs it (a lone fiber's
-//!   yield stays inline and still reads the reactor every `BUSY_POLL_INTERVAL` of them).
-//! - **Only where parking is allowed**: the budget is taken only by a fiber on a worker (a
-//!   task's poll and a plain thread never yield here: their operations never reach this
-//!   module), and in debug builds not inside a `no_park` section, where the yield is skipped
-//!   (the operation completed; its result is never lost to a yield or a skip).
+//! - **Bounded between yields (fibers)**: each blocking-style socket operation that completes
+//!   on a fiber, and each future-side one polled from a fiber (`task::block_on` in a fiber),
+//!   takes one unit of its worker's budget ([`IO_BUDGET`] units, counted per worker); the
+//!   operation that takes the last unit refills it and yields the fiber before returning its
+//!   result. A yield that finds other work runs it (a lone fiber's yield stays inline and
+//!   still reads the reactor every `BUSY_POLL_INTERVAL` of them).
+//! - **Bounded within a poll (tasks)**: each task poll starts with a full budget
+//!   ([`Worker::refill_io_budget`], called by `run_tasks`); each future-side socket operation
+//!   that completes in it takes a unit, and once none is left every socket operation of the
+//!   same poll returns `Pending` without trying, after waking the task, which goes to the back
+//!   of its queue (tokio's rule: the budget stays spent until the task yields). An operation
+//!   refused this way has done nothing, so nothing is lost.
+//! - **Only where parking is allowed**: a fiber yields only on a worker, and in debug builds
+//!   not inside a `no_park` section, where the yield is skipped (the operation completed; its
+//!   result is never lost to a yield or a skip). A plain thread (off any worker) has no
+//!   budget.
 //! - **Nothing between the result and its caller**: the yield comes after the system call
 //!   succeeded, holding its result; a cancellation seen at the yield unwinds as at any other
 //!   park point, and the completed operation's effect (bytes read or written) is then what
 //!   the unwinding caller loses, as with a read whose fiber is cancelled right after it.
 
 use std::cell::Cell;
+use std::task::Context;
 
 use super::Worker;
 
@@ -42,6 +50,35 @@ impl IoBudget {
 }
 
 impl Worker {
+    /// A task poll starts with a full budget ("bounded within a poll").
+    #[inline]
+    pub(super) fn refill_io_budget(&self) {
+        self.io_budget.left.set(IO_BUDGET);
+    }
+
+    /// Whether a future-side socket operation may try now. From a task's poll with the
+    /// budget spent: no (the task is woken to run again later); otherwise yes.
+    #[inline]
+    fn io_budget_allows(&self, cx: &Context<'_>) -> bool {
+        if self.io_budget.left.get() > 0 || self.in_fiber() {
+            return true;
+        }
+        cx.waker().wake_by_ref();
+        false
+    }
+
+    /// Takes one unit for a future-side socket operation that completed: from a fiber as a
+    /// blocking-style one; from a task's poll down to zero, where it stays until the next poll.
+    #[inline]
+    fn take_io_budget_polled(&self) {
+        if self.in_fiber() {
+            self.take_io_budget();
+        } else {
+            let left = self.io_budget.left.get();
+            self.io_budget.left.set(left.saturating_sub(1));
+        }
+    }
+
     /// Takes one unit for a socket operation that completed on the running fiber; yields the
     /// fiber when that was the last unit.
     #[inline]
@@ -70,5 +107,23 @@ impl Worker {
 pub(crate) fn consume_io_budget() {
     if let Some(worker) = super::current() {
         worker.take_io_budget();
+    }
+}
+
+/// Called by a future-side socket operation before it tries: `false` when it must return
+/// `Pending` (a task's poll spent its budget; the task was woken). Off a worker: always `true`.
+#[inline]
+pub(crate) fn poll_io_budget(cx: &Context<'_>) -> bool {
+    match super::current() {
+        Some(worker) => worker.io_budget_allows(cx),
+        None => true,
+    }
+}
+
+/// Called by a future-side socket operation that completed (module doc).
+#[inline]
+pub(crate) fn consume_polled_io_budget() {
+    if let Some(worker) = super::current() {
+        worker.take_io_budget_polled();
     }
 }

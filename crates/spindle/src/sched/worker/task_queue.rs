@@ -131,6 +131,7 @@ impl Worker {
             }
             bump(&self.shared.stats.tasks_polled, 1);
             bump(&self.shared.stats.progress, 1);
+            self.refill_io_budget();
             task.clone().run();
             if !task.is_done() && task.register_once() {
                 self.register_task(task);
