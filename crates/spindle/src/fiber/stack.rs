@@ -39,8 +39,11 @@
 //! than `CHUNK_BYTES / CHUNK_SLOTS`), installs every guard with one `process_madvise` and
 //! pre-faults the top page (the one a fiber touches first) of the next `batch` stacks to be
 //! handed out, doubling `batch` on each consecutive miss: a burst of fiber starts pays a few
-//! system calls per chunk instead of an `mmap`, a `madvise` and a page-fault trap per stack,
-//! and a lone start pre-faults only its own page.
+//! system calls per chunk (`mmap`, then `pidfd_open` and the two `process_madvise` through
+//! that one pidfd) instead of an `mmap`, a `madvise` and a page-fault trap per stack, and a
+//! lone start (`batch` 1) pre-faults nothing: its one page faults in on first use. The kernel's work per stack stays: a fresh stack
+//! costs one zeroed page, its guard marker and an eighth of a page table (256 KiB stacks), about
+//! 2.3 us on the development VM (docs/ARCHITECTURE.md, "What a fresh stack costs").
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -151,7 +154,8 @@ unsafe impl Send for Stack {}
 
 impl Stack {
     /// Maps a chunk holding just one stack of `len` bytes (a multiple of the page size, guard
-    /// page included), its top page pre-faulted.
+    /// page included). Its top page is not pre-faulted: for a lone page, the fiber's first
+    /// write costs one trap, as a `madvise` would cost one system call.
     pub(crate) fn new(len: usize) -> io::Result<Stack> {
         let mut stacks = Stack::map_chunk(len, 1, 1)?;
         Ok(stacks.pop().expect("map_chunk returns the stacks it was asked for"))
@@ -306,8 +310,9 @@ fn install_guards(stacks: &[Stack], page: usize, pidfd: Option<&OwnedFd>) -> io:
     stacks.iter().try_for_each(|s| install_guard(s.base.as_ptr(), page))
 }
 
-/// A pidfd of our own process, opened per batch: a descriptor kept across calls could be
-/// closed by the program and its number reused by a pidfd of another process.
+/// A pidfd of our own process, opened per chunk mapped (one for its two batched calls) and per
+/// batch of pages given back: a descriptor kept across calls could be closed by the program and
+/// its number reused by a pidfd of another process.
 fn own_pidfd() -> Option<OwnedFd> {
     // SAFETY: getpid and pidfd_open have no memory preconditions; the result is checked.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
