@@ -39,11 +39,14 @@
 //! than `CHUNK_BYTES / CHUNK_SLOTS`), installs every guard with one `process_madvise` and
 //! pre-faults the top page (the one a fiber touches first) of the next `batch` stacks to be
 //! handed out, doubling `batch` on each consecutive miss: a burst of fiber starts pays a few
-//! system calls per chunk instead of an `mmap`, a `madvise` and a page-fault trap per stack,
-//! and a lone start pre-faults only its own page.
+//! system calls per chunk (`mmap`, then `pidfd_open` and the two `process_madvise` through
+//! that one pidfd) instead of an `mmap`, a `madvise` and a page-fault trap per stack, and a
+//! lone start (`batch` 1) pre-faults nothing: its one page faults in on first use. The kernel's work per stack stays: a fresh stack
+//! costs one zeroed page, its guard marker and an eighth of a page table (256 KiB stacks), about
+//! 2.3 us on the development VM (docs/ARCHITECTURE.md, "What a fresh stack costs").
 
 use std::io;
-use std::os::fd::FromRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -151,7 +154,8 @@ unsafe impl Send for Stack {}
 
 impl Stack {
     /// Maps a chunk holding just one stack of `len` bytes (a multiple of the page size, guard
-    /// page included), its top page pre-faulted.
+    /// page included). Its top page is not pre-faulted: for a lone page, the fiber's first
+    /// write costs one trap, as a `madvise` would cost one system call.
     pub(crate) fn new(len: usize) -> io::Result<Stack> {
         let mut stacks = Stack::map_chunk(len, 1, 1)?;
         Ok(stacks.pop().expect("map_chunk returns the stacks it was asked for"))
@@ -191,8 +195,11 @@ impl Stack {
                 chunk: chunk.clone(),
             })
             .collect();
-        install_guards(&stacks, page)?;
-        prefault_tops(&mut stacks[count - prefault.min(count)..], page);
+        // One pidfd serves both batched calls: opening one costs three system calls
+        // (`getpid`, `pidfd_open`, `close`), as many as the two `process_madvise`.
+        let pidfd = if count > 1 && !BATCH_FALLBACK.load(Ordering::Relaxed) { own_pidfd() } else { None };
+        install_guards(&stacks, page, pidfd.as_ref())?;
+        prefault_tops(&mut stacks[count - prefault.min(count)..], page, pidfd.as_ref());
         for stack in &mut stacks {
             stack.valgrind_id = valgrind::stack_register(stack.bottom() as usize, stack.top() as usize);
         }
@@ -258,17 +265,18 @@ pub(super) fn release_pages(stacks: &mut [&mut Stack]) {
 }
 
 /// Pre-faults the top page of each stack (the page a fiber touches first), best effort: one
-/// `process_madvise(MADV_POPULATE_WRITE)` for all; a page not populated faults in on first use.
-fn prefault_tops(stacks: &mut [Stack], page: usize) {
+/// `process_madvise(MADV_POPULATE_WRITE)` through `pidfd` for all; a page not populated faults
+/// in on first use.
+fn prefault_tops(stacks: &mut [Stack], page: usize, pidfd: Option<&OwnedFd>) {
     if stacks.len() < 2 || BATCH_FALLBACK.load(Ordering::Relaxed) {
         return; // a lone stack's top page faults in on first use, one trap either way
     }
-    let Some(pidfd) = own_pidfd() else { return };
+    let Some(pidfd) = pidfd else { return };
     let tops: Vec<libc::iovec> = stacks
         .iter()
         .map(|s| libc::iovec { iov_base: s.top().wrapping_sub(page).cast(), iov_len: page })
         .collect();
-    madvise_batch(&pidfd, &tops, MADV_POPULATE_WRITE);
+    madvise_batch(pidfd, &tops, MADV_POPULATE_WRITE);
     // Resident now: a trim must see them.
     stacks.iter().for_each(|s| s.dirty.set(true));
 }
@@ -279,18 +287,18 @@ static BATCH_FALLBACK: AtomicBool = AtomicBool::new(false);
 /// `madvise` advice populating (pre-faulting) pages writable, Linux 5.14+.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
-/// Makes the lowest page of each stack a guard page: with `process_madvise`, one call for the
-/// whole chunk instead of one `madvise` per stack. Where the kernel refuses batched advice,
-/// guards are installed one call per stack.
-fn install_guards(stacks: &[Stack], page: usize) -> io::Result<()> {
+/// Makes the lowest page of each stack a guard page: with `process_madvise` through `pidfd`,
+/// one call for the whole chunk instead of one `madvise` per stack. Without a pidfd, or where
+/// the kernel refuses batched advice, guards are installed one call per stack.
+fn install_guards(stacks: &[Stack], page: usize, pidfd: Option<&OwnedFd>) -> io::Result<()> {
     if stacks.len() > 1 && !GUARD_FALLBACK.load(Ordering::Relaxed) && !BATCH_FALLBACK.load(Ordering::Relaxed)
     {
-        if let Some(pidfd) = own_pidfd() {
+        if let Some(pidfd) = pidfd {
             let guards: Vec<libc::iovec> = stacks
                 .iter()
                 .map(|s| libc::iovec { iov_base: s.base.as_ptr().cast(), iov_len: page })
                 .collect();
-            let done = madvise_batch(&pidfd, &guards, MADV_GUARD_INSTALL);
+            let done = madvise_batch(pidfd, &guards, MADV_GUARD_INSTALL);
             if done == guards.len() {
                 return Ok(());
             }
@@ -302,21 +310,22 @@ fn install_guards(stacks: &[Stack], page: usize) -> io::Result<()> {
     stacks.iter().try_for_each(|s| install_guard(s.base.as_ptr(), page))
 }
 
-/// A pidfd of our own process, opened per batch: a descriptor kept across calls could be
-/// closed by the program and its number reused by a pidfd of another process.
-fn own_pidfd() -> Option<std::os::fd::OwnedFd> {
+/// A pidfd of our own process, opened per chunk mapped (one for its two batched calls) and per
+/// batch of pages given back: a descriptor kept across calls could be closed by the program and
+/// its number reused by a pidfd of another process.
+fn own_pidfd() -> Option<OwnedFd> {
     // SAFETY: getpid and pidfd_open have no memory preconditions; the result is checked.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
     let fd = libc::c_int::try_from(fd).ok().filter(|&fd| fd >= 0)?;
     // SAFETY: pidfd_open just returned this descriptor, which nothing else owns.
-    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Applies `advice` to each range with `process_madvise` (1,024 ranges per call, the kernel's
 /// IOV_MAX). Every range has the same length. Returns how many ranges were advised before the
 /// first refusal (a range advised in part counts as not advised: every advice used here may be
 /// applied twice).
-fn madvise_batch(pidfd: &std::os::fd::OwnedFd, ranges: &[libc::iovec], advice: libc::c_int) -> usize {
+fn madvise_batch(pidfd: &OwnedFd, ranges: &[libc::iovec], advice: libc::c_int) -> usize {
     use std::os::fd::AsRawFd;
     let Some(range_len) = ranges.first().map(|r| r.iov_len) else { return 0 };
     debug_assert!(ranges.iter().all(|r| r.iov_len == range_len));
@@ -378,6 +387,36 @@ mod tests {
         assert_eq!(normalize_size(MIN_STACK_SIZE + 1).unwrap(), MIN_STACK_SIZE + page);
         assert_eq!(normalize_size(1).unwrap_err().kind(), io::ErrorKind::InvalidInput);
         assert!(normalize_size(MAX_STACK_SIZE + 1).is_err());
+    }
+
+    /// Whether the page holding `addr` is resident (`mincore`).
+    fn resident(addr: *mut u8) -> bool {
+        let page = page_size();
+        let start = (addr as usize) & !(page - 1);
+        let mut vec = 0u8;
+        // SAFETY: `start` is a page-aligned address inside a mapping of ours, and mincore writes
+        // one byte per page of the one-page range into `vec`.
+        let rc = unsafe { libc::mincore(start as *mut libc::c_void, page, &mut vec) };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        vec & 1 == 1
+    }
+
+    #[test]
+    fn a_chunk_prefaults_the_top_pages_asked_for_and_nothing_else() {
+        let page = page_size();
+        let stacks = Stack::map_chunk(64 * 1024, 8, 3).unwrap();
+        if BATCH_FALLBACK.load(Ordering::Relaxed) {
+            return; // no batched advice on this kernel: nothing is pre-faulted
+        }
+        let top_page = |s: &Stack| s.top().wrapping_sub(page);
+        for (i, stack) in stacks.iter().enumerate() {
+            // The last three (the next to be handed out from the pool's LIFO) are ready.
+            assert_eq!(resident(top_page(stack)), i >= 5, "top page of stack {i}");
+            assert_eq!(stack.dirty.get(), i >= 5, "a pre-faulted stack counts as dirty for trims");
+            // Committed lazily: below the top page nothing is resident.
+            assert!(!resident(top_page(stack).wrapping_sub(page)), "second page of stack {i}");
+            assert!(!resident(stack.bottom()), "lowest usable page of stack {i}");
+        }
     }
 
     #[test]

@@ -30,7 +30,8 @@ pub(crate) struct StackPool {
     released_since_release: usize,
     /// How many top pages the next miss pre-faults: doubles on each miss up to
     /// [`CHUNK_SLOTS`], back to one when a stack is released, so a burst of fiber starts
-    /// finds its pages ready and a lone start pre-faults just its own.
+    /// finds its pages ready and a lone start pre-faults nothing (`map_chunk` skips a batch of
+    /// one: its page faults in on first use, one trap either way).
     batch: usize,
 }
 
