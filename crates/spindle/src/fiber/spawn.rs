@@ -10,7 +10,7 @@ use std::io;
 use std::thread;
 
 use super::block;
-use super::control::{FiberCell, FiberRef, Header, StageImpl};
+use super::control::{FiberRef, Header, Job, StageImpl};
 use super::{stack, FiberId, JoinHandle};
 use crate::sched::worker;
 
@@ -104,9 +104,14 @@ impl Builder {
         T: Send + 'static,
     {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
-        let local = LocalFn::new(f, worker);
+        let thread = worker.thread;
+        let write_job = |job, f| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`).
+            unsafe { LocalFn::write(job, f, thread) }
+        };
+        // SAFETY: `LocalFn::write` writes a whole `LocalFn`.
         let (fiber, handle) =
-            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
+            unsafe { self.build_with(f, write_job, worker.rt.config.stack_size, true, Some(worker)) }?;
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -139,9 +144,14 @@ impl Builder {
     {
         let worker =
             worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
-        let local = LocalFn::new(f, worker);
+        let thread = worker.thread;
+        let write_job = |job, f| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`).
+            unsafe { LocalFn::write(job, f, thread) }
+        };
+        // SAFETY: `LocalFn::write` writes a whole `LocalFn`.
         let (fiber, handle) =
-            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
+            unsafe { self.build_with(f, write_job, worker.rt.config.stack_size, true, Some(worker)) }?;
         worker.run_now(fiber);
         Ok(handle)
     }
@@ -166,6 +176,37 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        // SAFETY: `write_job` writes a whole `F`.
+        let write_job = |job: *mut F, f| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`).
+            unsafe { job.write(f) }
+        };
+        // SAFETY: as above.
+        unsafe { self.build_with(f, write_job, default_stack, pinned, worker) }
+    }
+
+    /// [`build`](Self::build) for the job that `write_job(job, input)` writes at `job`. The
+    /// job is written into the block after everything that might fail or unwind (the stack,
+    /// the block, the name, the id), straight from `input` ("`Vacant`", module
+    /// `fiber::block`): a server's request inside it moved through six more copies, one per
+    /// wrapper and per function it was handed to.
+    ///
+    /// # Safety
+    ///
+    /// `write_job` writes a whole `J` at the pointer it is given.
+    #[inline(always)]
+    unsafe fn build_with<A, J, T>(
+        self,
+        input: A,
+        write_job: impl FnOnce(*mut J, A),
+        default_stack: usize,
+        pinned: bool,
+        worker: Option<&worker::Worker>,
+    ) -> io::Result<(FiberRef, JoinHandle<T>)>
+    where
+        J: Job<T> + 'static,
+        T: Send + 'static,
+    {
         let stack_size = match self.stack_size {
             Some(size) => stack::normalize_size(size)?,
             None => default_stack,
@@ -175,14 +216,19 @@ impl Builder {
             None => None,
         };
         let name = self.name.map(String::into_boxed_str);
-        // The cell is built in the block's memory (a closure, not a value built before the
-        // block is taken and then copied into it).
-        let (fiber, output) = block::new_pair(|| {
-            let mut header = Header::new(FiberId::next().0, name, stack_size);
+        let id = FiberId::next().0;
+        let vacant = block::Vacant::<StageImpl<J, T>>::take();
+        let header = move || {
+            let mut header = Header::new(id, name, stack_size);
             header.stack = std::cell::Cell::new(stack);
             header.pinned = pinned;
-            FiberCell { header, stage: StageImpl::<F, T>::new(f) }
-        });
+            header
+        };
+        // SAFETY: `write_pending` writes a whole stage, whose job `write_job` writes whole
+        // (the caller's contract).
+        let (fiber, output) = unsafe {
+            vacant.fill(header, input, |stage, input| StageImpl::write_pending(stage, input, write_job))
+        };
         Ok((fiber, JoinHandle::new(output)))
     }
 }
@@ -238,12 +284,23 @@ struct LocalFn<F> {
 }
 
 impl<F> LocalFn<F> {
-    fn new(f: F, worker: &worker::Worker) -> LocalFn<F> {
-        LocalFn { f: std::mem::ManuallyDrop::new(f), thread: worker.thread }
+    /// Writes `LocalFn { f, thread }` at `job`, field by field: `f` moves once, into place.
+    ///
+    /// # Safety
+    ///
+    /// `job` is valid for writes of a `LocalFn<F>`.
+    #[inline(always)]
+    unsafe fn write(job: *mut LocalFn<F>, f: F, thread: thread::ThreadId) {
+        // SAFETY: `job` is valid for writes (the caller's contract); `ManuallyDrop<F>` has
+        // `F`'s layout.
+        unsafe { std::ptr::addr_of_mut!((*job).f).cast::<F>().write(f) };
+        // SAFETY: as above.
+        unsafe { std::ptr::addr_of_mut!((*job).thread).write(thread) };
     }
 }
 
-impl<F: FnOnce() -> T, T> LocalFn<F> {
+impl<F: FnOnce() -> T, T> Job<T> for LocalFn<F> {
+    #[inline(always)]
     fn call(mut self) -> T {
         // SAFETY: `f` is taken once, here; `self` is then forgotten, so Drop never sees it.
         let f = unsafe { std::mem::ManuallyDrop::take(&mut self.f) };
