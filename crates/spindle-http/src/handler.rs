@@ -67,14 +67,15 @@ where
 
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
         let name = origin.handler_name(&req);
-        let call = Call { handler: self.0.clone(), req, name, stack_size: origin.stack_size };
         let state = if origin.http2 {
+            let call = Call { handler: self.0.clone(), req, name, stack_size: origin.stack_size };
             State::Start(Box::new(call))
         } else {
             // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
             // goes away) before it polls this future, and the request, while alive, pins
-            // its read buffer, which would then be reallocated for every request.
-            State::started(call)
+            // its read buffer, which would then be reallocated for every request. Started
+            // here rather than through a `Call` (each hop was one more copy of the request).
+            start(self.0.clone(), req, name, origin.stack_size)
         };
         BlockingResponse { state, _busy: busy }
     }
@@ -88,18 +89,23 @@ pub(crate) struct Call<F> {
     stack_size: usize,
 }
 
-impl<F, B> Call<F>
+/// Starts the handler's fiber, which runs at once until it parks or finishes.
+#[inline(always)]
+fn start<F, B>(handler: Arc<F>, req: Request<Body>, name: String, stack_size: usize) -> State<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
 {
-    /// Starts the handler's fiber, which runs at once until it parks or finishes.
-    fn start(self) -> std::io::Result<spindle::fiber::JoinHandle<Response<Body>>> {
-        let Call { handler, req, name, stack_size } = self;
-        spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
-            result.unwrap_or_else(panicked)
-        })
+    let spawned = spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
+        let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
+        result.unwrap_or_else(panicked)
+    });
+    match spawned {
+        Ok(join) => State::Waiting(join),
+        Err(e) => {
+            log::warn!("spindle-http: could not spawn a handler fiber: {e}");
+            State::Failed
+        }
     }
 }
 
@@ -119,23 +125,6 @@ enum State<F> {
     Failed,
 }
 
-impl<F, B> State<F>
-where
-    F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
-    B: Into<Body>,
-{
-    /// Starts the call's fiber.
-    fn started(call: Call<F>) -> State<F> {
-        match call.start() {
-            Ok(join) => State::Waiting(join),
-            Err(e) => {
-                log::warn!("spindle-http: could not spawn a handler fiber: {e}");
-                State::Failed
-            }
-        }
-    }
-}
-
 impl<F, B> Future for BlockingResponse<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
@@ -147,7 +136,8 @@ where
         let state = &mut self.get_mut().state;
         if matches!(state, State::Start(_)) {
             let State::Start(call) = std::mem::replace(state, State::Failed) else { unreachable!() };
-            *state = State::started(*call);
+            let Call { handler, req, name, stack_size } = *call;
+            *state = start(handler, req, name, stack_size);
         }
         let State::Waiting(join) = state else { return Poll::Ready(unavailable()) };
         match Pin::new(join).poll(cx) {

@@ -272,13 +272,13 @@ fn valid_host(v: &[u8]) -> bool {
             }
             None => return false,
         },
-        _ => match v.iter().position(|&b| b == b':') {
-            Some(colon) => (&v[..colon], &v[colon..]),
-            None => (v, &v[v.len()..]),
-        },
+        // The reg-name's bytes, up to the first that is not one (a ':' before the port, or
+        // a bad byte): one pass, not a search for the ':' and then a check of the bytes
+        // before it.
+        _ => v.split_at(v.iter().position(|&b| !REG_NAME[usize::from(b)]).unwrap_or(v.len())),
     };
-    let reg_name_ok =
-        host.first() == Some(&b'[') || (!host.is_empty() && host.iter().all(|&b| REG_NAME[b as usize]));
+    // A bracketed literal was checked above; a reg-name's bytes are all REG_NAME ones.
+    let reg_name_ok = !host.is_empty();
     let port_ok = match port.split_first() {
         None => true,
         Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
