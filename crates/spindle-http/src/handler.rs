@@ -68,8 +68,11 @@ where
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
         let name = origin.handler_name(&req);
         let state = if origin.http2 {
-            let call = Call { handler: self.0.clone(), req, name, stack_size: origin.stack_size };
-            State::Start(Box::new(call))
+            // The box first, then the call written into it (`Box::new` built it on the
+            // stack and copied it in: one more copy of the request).
+            let (handler, stack_size) = (self.0.clone(), origin.stack_size);
+            let call = Box::new_uninit();
+            State::Start(Box::write(call, Call { handler, req, name, stack_size }))
         } else {
             // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
             // goes away) before it polls this future, and the request, while alive, pins
