@@ -417,7 +417,8 @@ where
 
     fn fiber_ref(&self) -> FiberRef {
         // SAFETY: every StageImpl lives as the `stage` field of a cell made by
-        // `block::new_pair` (fiber::Builder::build), which the caller's handle keeps alive.
+        // `block::Vacant::fill` (fiber::Builder::build_with), which the caller's handle keeps
+        // alive.
         unsafe { FiberRef::from_stage(self) }
     }
 }
