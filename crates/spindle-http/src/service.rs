@@ -200,7 +200,7 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
+impl<F: Future<Output = Result<Response<Body>, Infallible>>> Future for ResponseFuture<F> {
     type Output = Result<Response<Body>, Infallible>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
@@ -208,12 +208,15 @@ impl<F: Future<Output = Response<Body>>> Future for ResponseFuture<F> {
                 .take()
                 .expect("spindle-http response future polled after completion"))),
             ResponseProj::Handler { inner, fault } => {
-                let res = std::task::ready!(inner.poll(cx));
-                // Not `unwrap_or`: the response moved twice more through it.
-                match fault.response() {
-                    Some(replaced) => Poll::Ready(Ok(replaced)),
-                    None => Poll::Ready(Ok(res)),
+                // The handler's poll is passed on as it is unless a body limit was broken
+                // (`ready!` and `Ok` around the response moved it twice more).
+                let polled = inner.poll(cx);
+                if polled.is_ready() {
+                    if let Some(replaced) = fault.response() {
+                        return Poll::Ready(Ok(replaced));
+                    }
                 }
+                polled
             }
         }
     }
