@@ -2,6 +2,7 @@
 //! futures the connection's task polls. Both catch panics and answer 500.
 
 use std::any::Any;
+use std::convert::Infallible;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -40,7 +41,10 @@ impl Drop for Busy {
 /// connection's task (or, under HTTP/2, in the stream's), which moves between workers:
 /// `Send`.
 pub(crate) trait Respond: Send + Sync + 'static {
-    type Future: Future<Output = Response<Body>> + Send + 'static;
+    /// Its output is what hyper's service returns (a `Result` that cannot fail), so that the
+    /// response goes through the service's future without one more change of layout (a copy
+    /// of the response, ~30 instructions a request).
+    type Future: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static;
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
 }
 
@@ -67,14 +71,18 @@ where
 
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
         let name = origin.handler_name(&req);
-        let call = Call { handler: self.0.clone(), req, name, stack_size: origin.stack_size };
         let state = if origin.http2 {
-            State::Start(Box::new(call))
+            // The box first, then the call written into it (`Box::new` built it on the
+            // stack and copied it in: one more copy of the request).
+            let (handler, stack_size) = (self.0.clone(), origin.stack_size);
+            let call = Box::new_uninit();
+            State::Start(Box::write(call, Call { handler, req, name, stack_size }))
         } else {
             // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
             // goes away) before it polls this future, and the request, while alive, pins
-            // its read buffer, which would then be reallocated for every request.
-            State::started(call)
+            // its read buffer, which would then be reallocated for every request. Started
+            // here rather than through a `Call` (each hop was one more copy of the request).
+            start(self.0.clone(), req, name, origin.stack_size)
         };
         BlockingResponse { state, _busy: busy }
     }
@@ -88,18 +96,23 @@ pub(crate) struct Call<F> {
     stack_size: usize,
 }
 
-impl<F, B> Call<F>
+/// Starts the handler's fiber, which runs at once until it parks or finishes.
+#[inline(always)]
+fn start<F, B>(handler: Arc<F>, req: Request<Body>, name: String, stack_size: usize) -> State<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
 {
-    /// Starts the handler's fiber, which runs at once until it parks or finishes.
-    fn start(self) -> std::io::Result<spindle::fiber::JoinHandle<Response<Body>>> {
-        let Call { handler, req, name, stack_size } = self;
-        spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
-            result.unwrap_or_else(panicked)
-        })
+    let spawned = spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
+        let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
+        result.unwrap_or_else(panicked)
+    });
+    match spawned {
+        Ok(join) => State::Waiting(join),
+        Err(e) => {
+            log::warn!("spindle-http: could not spawn a handler fiber: {e}");
+            State::Failed
+        }
     }
 }
 
@@ -119,43 +132,27 @@ enum State<F> {
     Failed,
 }
 
-impl<F, B> State<F>
-where
-    F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
-    B: Into<Body>,
-{
-    /// Starts the call's fiber.
-    fn started(call: Call<F>) -> State<F> {
-        match call.start() {
-            Ok(join) => State::Waiting(join),
-            Err(e) => {
-                log::warn!("spindle-http: could not spawn a handler fiber: {e}");
-                State::Failed
-            }
-        }
-    }
-}
-
 impl<F, B> Future for BlockingResponse<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
 {
-    type Output = Response<Body>;
+    type Output = Result<Response<Body>, Infallible>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let state = &mut self.get_mut().state;
         if matches!(state, State::Start(_)) {
             let State::Start(call) = std::mem::replace(state, State::Failed) else { unreachable!() };
-            *state = State::started(*call);
+            let Call { handler, req, name, stack_size } = *call;
+            *state = start(handler, req, name, stack_size);
         }
-        let State::Waiting(join) = state else { return Poll::Ready(unavailable()) };
+        let State::Waiting(join) = state else { return Poll::Ready(Ok(unavailable())) };
         match Pin::new(join).poll(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Ok(res)) => Poll::Ready(res),
+            Poll::Ready(Ok(res)) => Poll::Ready(Ok(res)),
             // The fiber catches the handler's panics: this is the runtime's shutdown
             // cancelling it (the task polling this is being cancelled too).
-            Poll::Ready(Err(_)) => Poll::Ready(unavailable()),
+            Poll::Ready(Err(_)) => Poll::Ready(Ok(unavailable())),
         }
     }
 }
@@ -198,12 +195,12 @@ where
     Fut: Future<Output = Response<B>>,
     B: Into<Body>,
 {
-    type Output = Response<Body>;
+    type Output = Result<Response<Body>, Infallible>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Some(res) = this.early.take() {
-            return Poll::Ready(res);
+            return Poll::Ready(Ok(res));
         }
         let Some(future) = this.future.as_mut().as_pin_mut() else {
             panic!("spindle-http response future polled after completion");
@@ -216,7 +213,7 @@ where
         };
         this.future.set(None);
         this._busy.take();
-        Poll::Ready(response)
+        Poll::Ready(Ok(response))
     }
 }
 

@@ -101,3 +101,52 @@ fn fibers_whose_closures_are_large_spawn_and_join_as_others() {
         }
     });
 }
+
+/// Moves the whole value into the closure that calls this (a closure that read a field
+/// would capture only the field).
+fn value(c: Counted) -> u64 {
+    c.1
+}
+
+/// A spawn reads its closure once, from where the spawner holds it, into the block
+/// (`fiber::spawn::Moving`): each closure is dropped exactly once, whether the spawn failed
+/// before the read (an invalid stack size), the fiber ran, or it was cancelled unrun.
+#[test]
+fn each_spawned_closure_is_dropped_once_whatever_happens_to_its_spawn() {
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = drops.clone();
+    rt.block_on(move || {
+        let bad = || spindle::fiber::Builder::new().stack_size(100);
+        let captured = Counted(d.clone(), 0);
+        assert!(bad().spawn(move || value(captured)).is_err());
+        let captured = Counted(d.clone(), 0);
+        assert!(bad().spawn_local(move || value(captured)).is_err());
+        assert_eq!(d.load(Ordering::SeqCst), 2, "a failed spawn drops its closure at once");
+
+        let captured = Counted(d.clone(), 7);
+        let h = spindle::fiber::Builder::new().spawn_local(move || value(captured)).unwrap();
+        assert_eq!(h.join().unwrap(), 7);
+        assert_eq!(d.load(Ordering::SeqCst), 3, "a closure that ran is dropped once");
+
+        let captured = Counted(d.clone(), 8);
+        let h = spindle::fiber::Builder::new().spawn_local(move || value(captured)).unwrap();
+        h.cancel();
+        assert!(h.join().unwrap_err().is_cancelled());
+        assert_eq!(d.load(Ordering::SeqCst), 4, "a closure cancelled unrun is dropped once");
+
+        // spawn_now from a task: a failure, then one that runs at once.
+        let d2 = d.clone();
+        let task = spindle::task::spawn_local(async move {
+            let captured = Counted(d2.clone(), 0);
+            assert!(bad().spawn_now(move || value(captured)).is_err());
+            let captured = Counted(d2.clone(), 9);
+            let h = spindle::fiber::Builder::new().spawn_now(move || value(captured)).unwrap();
+            assert!(h.is_finished(), "it did not park");
+            h.await.unwrap()
+        });
+        assert_eq!(task.join().unwrap(), 9);
+        assert_eq!(d.load(Ordering::SeqCst), 6);
+    });
+    assert_eq!(drops.load(Ordering::SeqCst), 6);
+}

@@ -42,7 +42,7 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
-use super::control::{FiberCell, Output, Stage};
+use super::control::{FiberCell, Header, Output, Stage};
 use crate::loom::AtomicUsize;
 
 /// The reference count of a cell, kept in its header ("counted like `Arc`").
@@ -79,24 +79,64 @@ unsafe impl<T: Send> Send for OutputRef<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for OutputRef<T> {}
 
-/// Allocates the block of a new fiber, builds its cell there with `make`, and returns its run
-/// reference and its handle's. Always inlined, and the cell made after the block is taken:
-/// it is then built in place, not built on the stack and copied into the block (a `memcpy` of
-/// the cell and its stores, ~50 instructions).
-#[inline(always)]
-pub(crate) fn new_pair<S, T>(make: impl FnOnce() -> FiberCell<S>) -> (FiberRef, OutputRef<T>)
-where
-    S: Stage + Output<T> + 'static,
-{
-    let layout = Layout::new::<FiberCell<S>>();
-    // The size is a constant here: the branch folds away.
-    let raw = if layout.size() <= CACHE_MAX_BLOCK { take(layout) } else { allocate(layout) };
-    let raw = raw.cast::<FiberCell<S>>();
-    // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
-    // memory"), which nothing else points to: written whole, here, before anything reads it.
-    // The header's count starts at 2 (`Count::new`).
-    unsafe { raw.as_ptr().write(make()) };
-    (FiberRef { ptr: raw }, OutputRef { ptr: raw })
+/// The memory of a new fiber's block, taken before the fiber's closure is moved: every call
+/// that might unwind (the stack, the block, the allocator) happens before, so the closure
+/// moves once, from where its spawner built it into the block ([`Vacant::fill`]). Built
+/// through a `make` closure after the block was taken, a server's request handler was copied
+/// three more times on the way (~170 instructions): the closure that captured it was live on
+/// the unwinding path of the block's allocation.
+pub(crate) struct Vacant<S> {
+    raw: NonNull<FiberCell<S>>,
+}
+
+impl<S> Vacant<S> {
+    /// Takes memory for a `FiberCell<S>`: a cached block, else the allocator's.
+    #[inline(always)]
+    pub(crate) fn take() -> Vacant<S> {
+        let layout = Layout::new::<FiberCell<S>>();
+        // The size is a constant here: the branch folds away.
+        let raw = if layout.size() <= CACHE_MAX_BLOCK { take(layout) } else { allocate(layout) };
+        Vacant { raw: raw.cast() }
+    }
+
+    /// Builds the cell in the block: the header by `header` (in place: a header built on the
+    /// stack and copied cost ~50 instructions), the stage by `write_stage(stage, input)`,
+    /// which writes it at the pointer it is given; returns the cell's run reference and its
+    /// handle's.
+    ///
+    /// # Safety
+    ///
+    /// `write_stage` writes a whole `S` at the pointer it is given.
+    #[inline(always)]
+    pub(crate) unsafe fn fill<A, T>(
+        self,
+        header: impl FnOnce() -> Header,
+        input: A,
+        write_stage: impl FnOnce(*mut S, A),
+    ) -> (FiberRef, OutputRef<T>)
+    where
+        S: Stage + Output<T> + 'static,
+    {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
+        // memory"), which nothing else points to: both fields are written here, before
+        // anything reads the cell. The header's count starts at 2 (`Count::new`).
+        unsafe { std::ptr::addr_of_mut!((*raw).header).write(header()) };
+        // SAFETY: as above (the stage's field of the same fresh cell), which `write_stage`
+        // writes whole (the caller's contract).
+        write_stage(unsafe { std::ptr::addr_of_mut!((*raw).stage) }, input);
+        // SAFETY: from a `NonNull` above.
+        let raw = unsafe { NonNull::new_unchecked(raw) };
+        (FiberRef { ptr: raw }, OutputRef { ptr: raw })
+    }
+}
+
+impl<S> Drop for Vacant<S> {
+    /// A block never filled (its spawn failed after it was taken) goes back to the cache.
+    fn drop(&mut self) {
+        put(self.raw.cast::<u8>(), Layout::new::<FiberCell<S>>());
+    }
 }
 
 impl FiberRef {
@@ -122,7 +162,7 @@ impl FiberRef {
     ///
     /// # Safety
     ///
-    /// `stage` points at the `stage` field of a live `FiberCell<S>` made by [`new_pair`],
+    /// `stage` points at the `stage` field of a live `FiberCell<S>` made by [`Vacant::fill`],
     /// which the caller holds a reference to.
     pub(crate) unsafe fn from_stage<S: Stage + 'static>(stage: *const S) -> FiberRef {
         let offset = std::mem::offset_of!(FiberCell<S>, stage);
@@ -299,8 +339,8 @@ thread_local! {
 }
 
 /// Memory for a block of `layout` (at most `CACHE_MAX_BLOCK` bytes): a cached one, else the
-/// allocator's. Out of line: inlined,
-/// it made the spawns that inline `new_pair` copy the cell twice.
+/// allocator's. Out of line: inlined, it made the spawns that inline `Vacant::take` copy the
+/// cell twice.
 #[inline(never)]
 fn take(layout: Layout) -> NonNull<u8> {
     let cached = CACHE

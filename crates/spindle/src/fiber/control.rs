@@ -25,6 +25,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -243,70 +244,157 @@ pub(crate) trait Output<T>: Send + Sync {
     fn fiber_ref(&self) -> FiberRef;
 }
 
-enum State<F, T> {
-    Pending(F),
+/// What a fiber runs, called once on the fiber: a `Send` closure, or a `spawn_local`
+/// closure in its wrapper (module `fiber::spawn`), which then sits in the cell directly rather
+/// than inside one more closure (each wrapper was one more copy of the closure at the spawn).
+pub(crate) trait Job<T>: Send {
+    fn call(self) -> T;
+}
+
+impl<F: FnOnce() -> T + Send, T> Job<T> for F {
+    #[inline(always)]
+    fn call(self) -> T {
+        self()
+    }
+}
+
+/// Where a stage is (`StageImpl::phase`): which of the slot's fields holds a value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// The slot holds the job.
+    Pending,
+    /// The job was taken out to run; the slot holds nothing.
     Running,
-    Done(thread::Result<T>),
+    /// The slot holds the result.
+    Done,
+    /// The result was taken; the slot holds nothing.
     Taken,
+}
+
+/// The job, then its result, in the same memory. `repr(C)`: both at offset 0, so a spawn
+/// writes the job straight into its place in the block (an enum's payload has no address to
+/// write to: its value was built on the stack and copied in, and copied again through every
+/// wrapper).
+#[repr(C)]
+union Slot<F, T> {
+    job: ManuallyDrop<F>,
+    result: ManuallyDrop<thread::Result<T>>,
 }
 
 /// The typed stage of a fiber running `F`, which returns `T`.
 pub(crate) struct StageImpl<F, T> {
-    state: UnsafeCell<State<F, T>>,
+    phase: Cell<Phase>,
+    slot: UnsafeCell<Slot<F, T>>,
 }
 
-// SAFETY: the state is touched by the creator before publication, then by the owner worker
-// ("owner-only fields"), then by the single joiner after completion ("result before completion"). F and T move
-// between those threads, hence the Send bounds.
+// SAFETY: the phase and the slot are touched by the creator before publication, then by the
+// owner worker ("owner-only fields"), then by the single joiner after completion ("result
+// before completion"). F and T move between those threads, hence the Send bounds.
 unsafe impl<F: Send, T: Send> Sync for StageImpl<F, T> {}
 
 impl<F, T> StageImpl<F, T> {
-    pub(crate) fn new(f: F) -> Self {
-        StageImpl { state: UnsafeCell::new(State::Pending(f)) }
+    /// Makes a stage at `stage`, whose job `write_job(job, input)` writes in place.
+    ///
+    /// # Safety
+    ///
+    /// `stage` is valid for writes of a `StageImpl<F, T>` and holds no value (it is
+    /// overwritten); `write_job` writes a whole `F` at the pointer it is given.
+    #[inline(always)]
+    pub(crate) unsafe fn write_pending<A>(stage: *mut Self, input: A, write_job: impl FnOnce(*mut F, A)) {
+        // SAFETY: `stage` is valid for writes (the caller's contract).
+        unsafe { std::ptr::addr_of_mut!((*stage).phase).write(Cell::new(Phase::Pending)) };
+        // SAFETY: as above; the union's fields start at its start (`repr(C)`), and
+        // `ManuallyDrop<F>` has `F`'s layout.
+        let job = unsafe { std::ptr::addr_of_mut!((*stage).slot) }.cast::<F>();
+        write_job(job, input);
+    }
+
+    /// The job's place in the slot.
+    fn job(&self) -> *mut F {
+        self.slot.get().cast::<F>()
+    }
+
+    /// The result's place in the slot.
+    fn result(&self) -> *mut thread::Result<T> {
+        self.slot.get().cast::<thread::Result<T>>()
+    }
+}
+
+impl<F, T> Drop for StageImpl<F, T> {
+    fn drop(&mut self) {
+        match self.phase.get() {
+            // SAFETY: `Pending`: the slot holds the job, dropped once, here.
+            Phase::Pending => unsafe { std::ptr::drop_in_place(self.job()) },
+            // SAFETY: `Done`: the slot holds the result, dropped once, here.
+            Phase::Done => unsafe { std::ptr::drop_in_place(self.result()) },
+            Phase::Running | Phase::Taken => {}
+        }
     }
 }
 
 impl<F, T> Stage for StageImpl<F, T>
 where
-    F: FnOnce() -> T + Send,
+    F: Job<T>,
     T: Send,
 {
     fn run(&self, header: &Header) {
-        // SAFETY: owner-only before completion ("owner-only fields"); no other reference is live.
-        let state = unsafe { &mut *self.state.get() };
-        let State::Pending(f) = std::mem::replace(state, State::Running) else {
-            unreachable!("fiber stage run twice");
-        };
-        let mut result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        // Owner-only before completion ("owner-only fields"): nobody else touches the phase
+        // or the slot.
+        assert_eq!(self.phase.get(), Phase::Pending, "fiber stage run twice");
+        // SAFETY: `Pending`: the slot holds the job, moved out once, here (the phase says
+        // `Running` next).
+        let job = unsafe { self.job().read() };
+        self.phase.set(Phase::Running);
+        let result = self.result();
+        let phase = &self.phase;
+        // The result is written into the slot by the closure that `catch_unwind` calls,
+        // rather than returned through it (two copies of the result in `catch_unwind`).
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let value = job.call();
+            // SAFETY: `Running`: the slot holds nothing.
+            unsafe { result.write(Ok(value)) };
+            phase.set(Phase::Done);
+        }));
         if header.is_cancelled() {
             // Only a cancelled fiber records its unwinding (`cancel::begin`, called for a
             // fiber whose cancel word is set, which is never cleared): one relaxed load
             // instead of a thread-local access for every fiber that ends.
             super::cancel::end();
         }
+        if let Err(payload) = caught {
+            // SAFETY: `Running` (the job panicked before its result was written): the slot
+            // holds nothing.
+            unsafe { result.write(Err(payload)) };
+            self.phase.set(Phase::Done);
+        }
         // Fiber-locals are dropped on the fiber, before completion is published.
         if !header.locals.borrow().is_empty() {
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 super::local::drop_all(&header.locals)
             }));
-            if let (Ok(_), Err(payload)) = (&result, dropped) {
-                result = Err(payload);
+            if let Err(payload) = dropped {
+                // SAFETY: `Done`: the slot holds the result, owner-only. A panic replaces
+                // (and drops) an `Ok` result; the first panic stays.
+                let result = unsafe { &mut *result };
+                if result.is_ok() {
+                    *result = Err(payload);
+                }
             }
         }
-        // SAFETY: as above; `state` is not used past this point, so re-borrow. The state is
-        // `Running` (set above), which owns nothing: overwriting it without dropping it
-        // leaks nothing, and skips the drop glue of the closure's variant.
-        unsafe { self.state.get().write(State::Done(result)) };
         header.complete();
     }
 
     fn abort_unstarted(&self, header: &Header, payload: Box<dyn Any + Send>) {
-        // SAFETY: owner-only before completion ("owner-only fields").
-        let state = unsafe { &mut *self.state.get() };
-        if matches!(state, State::Pending(_)) {
-            // Drop the closure before publishing completion.
-            *state = State::Running;
-            *state = State::Done(Err(payload));
+        // Owner-only before completion ("owner-only fields").
+        if self.phase.get() == Phase::Pending {
+            // Drop the job before publishing completion.
+            self.phase.set(Phase::Running);
+            // SAFETY: it was `Pending`: the slot holds the job, dropped once, here (the phase
+            // says `Running` already, so an unwinding drop leaves nothing to drop again).
+            unsafe { std::ptr::drop_in_place(self.job()) };
+            // SAFETY: `Running`: the slot holds nothing.
+            unsafe { self.result().write(Err(payload)) };
+            self.phase.set(Phase::Done);
             header.complete();
         }
     }
@@ -314,22 +402,23 @@ where
 
 impl<F, T> Output<T> for StageImpl<F, T>
 where
-    F: FnOnce() -> T + Send + 'static,
+    F: Job<T> + 'static,
     T: Send + 'static,
 {
     fn take(&self) -> thread::Result<T> {
-        // SAFETY: the caller observed COMPLETE (acquire) and is the single joiner ("result before
-        // completion"), so nobody else touches the state any more.
-        let state = unsafe { &mut *self.state.get() };
-        match std::mem::replace(state, State::Taken) {
-            State::Done(result) => result,
-            _ => unreachable!("fiber result taken before completion or twice"),
-        }
+        // The caller observed COMPLETE (acquire) and is the single joiner ("result before
+        // completion"), so nobody else touches the phase or the slot any more.
+        assert_eq!(self.phase.get(), Phase::Done, "fiber result taken before completion or twice");
+        self.phase.set(Phase::Taken);
+        // SAFETY: `Done`: the slot holds the result, moved out once, here (the phase says
+        // `Taken` now).
+        unsafe { self.result().read() }
     }
 
     fn fiber_ref(&self) -> FiberRef {
         // SAFETY: every StageImpl lives as the `stage` field of a cell made by
-        // `block::new_pair` (fiber::Builder::build), which the caller's handle keeps alive.
+        // `block::Vacant::fill` (fiber::Builder::build_with), which the caller's handle keeps
+        // alive.
         unsafe { FiberRef::from_stage(self) }
     }
 }

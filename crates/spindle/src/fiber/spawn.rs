@@ -7,10 +7,11 @@
 //! `sched::worker::switch`.
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::thread;
 
 use super::block;
-use super::control::{FiberCell, FiberRef, Header, StageImpl};
+use super::control::{FiberRef, Header, Job, StageImpl};
 use super::{stack, FiberId, JoinHandle};
 use crate::sched::worker;
 
@@ -98,15 +99,23 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a fiber or task of a spindle runtime.
-    pub fn spawn_local<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    pub fn spawn_local<F, T>(self, mut f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
         T: Send + 'static,
     {
         let worker = worker::current().expect("spindle::fiber::spawn_local called outside a spindle worker");
-        let local = LocalFn::new(f, worker);
-        let (fiber, handle) =
-            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
+        let thread = worker.thread;
+        let write_job = |job, f: Moving<'_, F>| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`); `f` is read
+            // once, and forgotten below.
+            unsafe { LocalFn::write(job, f.take(), thread) }
+        };
+        // SAFETY: `LocalFn::write` writes a whole `LocalFn`.
+        let built = unsafe {
+            self.build_with(Moving(&mut f), write_job, worker.rt.config.stack_size, true, Some(worker))
+        };
+        let (fiber, handle) = moved(f, built)?;
         worker.place_new(fiber);
         Ok(handle)
     }
@@ -132,16 +141,24 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a fiber or task of a spindle runtime.
-    pub fn spawn_now<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    pub fn spawn_now<F, T>(self, mut f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
         T: Send + 'static,
     {
         let worker =
             worker::current().expect("spindle::fiber::Builder::spawn_now called outside a spindle worker");
-        let local = LocalFn::new(f, worker);
-        let (fiber, handle) =
-            self.build(move || local.call(), worker.rt.config.stack_size, true, Some(worker))?;
+        let thread = worker.thread;
+        let write_job = |job, f: Moving<'_, F>| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`); `f` is read
+            // once, and forgotten below.
+            unsafe { LocalFn::write(job, f.take(), thread) }
+        };
+        // SAFETY: `LocalFn::write` writes a whole `LocalFn`.
+        let built = unsafe {
+            self.build_with(Moving(&mut f), write_job, worker.rt.config.stack_size, true, Some(worker))
+        };
+        let (fiber, handle) = moved(f, built)?;
         worker.run_now(fiber);
         Ok(handle)
     }
@@ -157,13 +174,45 @@ impl Builder {
     #[inline]
     pub(crate) fn build<F, T>(
         self,
-        f: F,
+        mut f: F,
         default_stack: usize,
         pinned: bool,
         worker: Option<&worker::Worker>,
     ) -> io::Result<(FiberRef, JoinHandle<T>)>
     where
         F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let write_job = |job: *mut F, f: Moving<'_, F>| {
+            // SAFETY: `job` is the job's place in a fresh block (`build_with`); `f` is read
+            // once, and forgotten below.
+            unsafe { job.write(f.take()) }
+        };
+        // SAFETY: `write_job` writes a whole `F`.
+        let built = unsafe { self.build_with(Moving(&mut f), write_job, default_stack, pinned, worker) };
+        moved(f, built)
+    }
+
+    /// [`build`](Self::build) for the job that `write_job(job, input)` writes at `job`. The
+    /// job is written into the block after everything that might fail or unwind (the stack,
+    /// the block, the name, the id), straight from where the spawner's closure is
+    /// ([`Moving`]; "`Vacant`", module `fiber::block`): a server's request inside it moved
+    /// through six more copies, one per wrapper and per function it was handed to.
+    ///
+    /// # Safety
+    ///
+    /// `write_job` writes a whole `J` at the pointer it is given.
+    #[inline(always)]
+    unsafe fn build_with<A, J, T>(
+        self,
+        input: Moving<'_, A>,
+        write_job: impl FnOnce(*mut J, Moving<'_, A>),
+        default_stack: usize,
+        pinned: bool,
+        worker: Option<&worker::Worker>,
+    ) -> io::Result<(FiberRef, JoinHandle<T>)>
+    where
+        J: Job<T> + 'static,
         T: Send + 'static,
     {
         let stack_size = match self.stack_size {
@@ -175,14 +224,19 @@ impl Builder {
             None => None,
         };
         let name = self.name.map(String::into_boxed_str);
-        // The cell is built in the block's memory (a closure, not a value built before the
-        // block is taken and then copied into it).
-        let (fiber, output) = block::new_pair(|| {
-            let mut header = Header::new(FiberId::next().0, name, stack_size);
+        let id = FiberId::next().0;
+        let vacant = block::Vacant::<StageImpl<J, T>>::take();
+        let header = move || {
+            let mut header = Header::new(id, name, stack_size);
             header.stack = std::cell::Cell::new(stack);
             header.pinned = pinned;
-            FiberCell { header, stage: StageImpl::<F, T>::new(f) }
-        });
+            header
+        };
+        // SAFETY: `write_pending` writes a whole stage, whose job `write_job` writes whole
+        // (the caller's contract).
+        let (fiber, output) = unsafe {
+            vacant.fill(header, input, |stage, input| StageImpl::write_pending(stage, input, write_job))
+        };
         Ok((fiber, JoinHandle::new(output)))
     }
 }
@@ -228,9 +282,47 @@ where
     Builder::new().spawn_local(f).unwrap_or_else(|e| panic!("spindle::fiber::spawn_local failed: {e}"))
 }
 
+/// A spawn's closure on its way into the fiber's block: a reference to where the spawner
+/// holds it, read once by the write into the block ([`Moving::take`]), after which the
+/// spawner forgets its own ([`moved`]). Passed by value through the spawn's functions, the
+/// closure was copied at each (the unwinding paths of the calls in between kept every copy
+/// alive), and a `ManuallyDrop` around it was one more copy.
+struct Moving<'a, A>(&'a mut A);
+
+impl<A> Moving<'_, A> {
+    /// The value, read out.
+    ///
+    /// # Safety
+    ///
+    /// The caller moves it into the block, and `build_with` succeeds after this (nothing
+    /// between this and its return fails or unwinds), so that the spawner forgets its own.
+    #[inline(always)]
+    unsafe fn take(self) -> A {
+        // SAFETY: `self.0` is a live value; the caller's contract makes this the one move of it.
+        unsafe { std::ptr::read(self.0) }
+    }
+}
+
+/// The spawner's half of [`Moving`]: a `build_with` that succeeded moved `f` into the block
+/// (forgotten here: dropped there); one that failed (the stack size, no stack) returned before
+/// it read it (dropped here).
+#[inline(always)]
+fn moved<F, R>(f: F, built: io::Result<R>) -> io::Result<R> {
+    match built {
+        Ok(built) => {
+            std::mem::forget(f);
+            Ok(built)
+        }
+        Err(e) => {
+            drop(f);
+            Err(e)
+        }
+    }
+}
+
 /// The closure of a `spawn_local` fiber, which need not be `Send`.
 struct LocalFn<F> {
-    f: std::mem::ManuallyDrop<F>,
+    f: ManuallyDrop<F>,
     /// The thread that spawned it, which is the only one that runs or drops `f`: the worker's,
     /// read from the worker (`thread::current()` would cost a thread-local access and a
     /// reference count taken and given back per spawn).
@@ -238,15 +330,26 @@ struct LocalFn<F> {
 }
 
 impl<F> LocalFn<F> {
-    fn new(f: F, worker: &worker::Worker) -> LocalFn<F> {
-        LocalFn { f: std::mem::ManuallyDrop::new(f), thread: worker.thread }
+    /// Writes `LocalFn { f, thread }` at `job`, field by field: `f` moves once, into place.
+    ///
+    /// # Safety
+    ///
+    /// `job` is valid for writes of a `LocalFn<F>`.
+    #[inline(always)]
+    unsafe fn write(job: *mut LocalFn<F>, f: F, thread: thread::ThreadId) {
+        // SAFETY: `job` is valid for writes (the caller's contract); `ManuallyDrop<F>` has
+        // `F`'s layout.
+        unsafe { std::ptr::addr_of_mut!((*job).f).cast::<F>().write(f) };
+        // SAFETY: as above.
+        unsafe { std::ptr::addr_of_mut!((*job).thread).write(thread) };
     }
 }
 
-impl<F: FnOnce() -> T, T> LocalFn<F> {
+impl<F: FnOnce() -> T, T> Job<T> for LocalFn<F> {
+    #[inline(always)]
     fn call(mut self) -> T {
         // SAFETY: `f` is taken once, here; `self` is then forgotten, so Drop never sees it.
-        let f = unsafe { std::mem::ManuallyDrop::take(&mut self.f) };
+        let f = unsafe { ManuallyDrop::take(&mut self.f) };
         std::mem::forget(self);
         f()
     }
@@ -256,7 +359,7 @@ impl<F> Drop for LocalFn<F> {
     fn drop(&mut self) {
         if thread::current().id() == self.thread {
             // SAFETY: `f` was not taken (`call` forgets `self`), and is dropped once, here.
-            unsafe { std::mem::ManuallyDrop::drop(&mut self.f) };
+            unsafe { ManuallyDrop::drop(&mut self.f) };
         }
         // Elsewhere (only if the worker thread died, leaving the fiber unrun): leak it.
     }
