@@ -83,7 +83,7 @@ step "gRPC interop with grpc-go (scripts/grpc-interop.sh)"
 bash scripts/grpc-interop.sh
 
 step "loom models (RUSTFLAGS=--cfg spindle_loom; not plain loom, which tokio in the dev-dependencies also reads)"
-RUSTFLAGS="--cfg spindle_loom" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
+RUSTFLAGS="--cfg spindle_loom -D warnings" CARGO_TARGET_DIR=target/loom cargo test -p spindle --lib --release loom
 
 step "tournament smoke test (--quick --no-install)"
 cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke

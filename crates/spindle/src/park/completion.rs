@@ -244,7 +244,7 @@ impl<W> JoinWord<W> {
 mod join_word_loom_tests {
     use super::*;
     use loom::sync::atomic::AtomicUsize;
-    use loom::sync::{Arc, Notify};
+    use loom::sync::Arc;
     use loom::thread;
 
     /// Joiner and completer race: the joiner is woken exactly when it registered, and the
