@@ -5,6 +5,8 @@
 //!   own stack, and may move between polls (idle workers steal runnable tasks).
 //! - [`spawn_local`] (or a task the runtime pins itself) has a *home* worker and is only ever
 //!   polled, and dropped, there; its future need not be `Send`.
+//! - [`spawn_eager`] is [`spawn_async`] whose first poll may happen at once, inside the
+//!   spawning task's poll.
 //! - [`block_on`] runs a future from blocking-style code (a fiber or a thread).
 //!
 //! Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
@@ -26,6 +28,14 @@
 //!   list) a no-op. Tasks left in the injector once every worker has stopped are cancelled by
 //!   `Runtime::drop`, and a task injected after that is cancelled by its injector (module
 //!   `sched`).
+//! - **Eager first polls take nothing from anyone.** A task's poll runs while its task holds
+//!   `RUNNING`, wherever it is called from: an eager first poll (`spawn_eager`) is the new
+//!   task's own `run`, on the spawner's worker, inside the spawner's poll, and leaves the task
+//!   where a queued poll would (done, waiting and in the live list, or queued again). It is
+//!   taken only when no other worker could have run the task sooner (a runtime of one
+//!   worker), from a task's poll (not a fiber, whose parks an eager poll could not span),
+//!   with a unit of that poll's I/O budget, and never inside another eager poll: so the
+//!   spawner's poll stays bounded and the worker's stack holds at most two polls.
 //! - **Pinned futures stay home.** A pinned task's future is dropped on its home thread (by its
 //!   poll, its abort, or its home's shutdown); should a pinned future still be alive when the
 //!   task is freed on another thread (its home thread died by a panic), it is leaked rather
@@ -97,6 +107,55 @@ where
     let task = Task::new(home, Pinned(future), true);
     worker.register_task(task.clone());
     task.queue(Queued::Back);
+    JoinHandle::new(task)
+}
+
+/// Spawns `future` as [`spawn_async`] does, and, when that takes nothing from anyone, polls
+/// it once before returning, inside the calling task's poll, instead of queueing that first
+/// poll behind the others. A task whose first poll gets far (a request handler that answers
+/// at once) then has its effects happen within its spawner's poll: no trip through the
+/// queue, and its spawner sees them before it returns (spindle-http's HTTP/2 streams: the
+/// response is queued on the connection while the connection is still being polled, and
+/// goes out in the same pass).
+///
+/// The first poll happens at once only when the caller is a task's poll on a runtime of one
+/// worker (with more, an idle worker could take the queued task and run it in parallel:
+/// the task is queued), while that poll's I/O budget lasts (the eager poll takes a unit, and
+/// the eager task's socket operations spend the same budget, so a poll that spawns eagerly
+/// in a loop ends up queueing), and not inside another eager first poll. Otherwise, and from
+/// a fiber, this is [`spawn_async`]. Either way the task's later polls are queued as any
+/// task's, and its output goes to the [`JoinHandle`].
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let rt = spindle::runtime::Builder::new().worker_threads(1).build().unwrap();
+/// let h = rt.spawn_async(async {
+///     let ran = Arc::new(AtomicBool::new(false));
+///     let r = ran.clone();
+///     let inner = spindle::task::spawn_eager(async move { r.store(true, Ordering::Relaxed) });
+///     let polled_at_once = ran.load(Ordering::Relaxed);
+///     inner.await.unwrap();
+///     polled_at_once
+/// });
+/// assert!(h.join().unwrap(), "one worker, from a task: the first poll happened at once");
+/// ```
+///
+/// # Panics
+///
+/// Outside a spindle runtime (use [`crate::Runtime::spawn_async`] there).
+pub fn spawn_eager<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let worker = worker::current().expect("spindle::task::spawn_eager called outside a spindle runtime");
+    let task = Task::new(Home::Any(worker.rt.clone()), future, false);
+    let task_ref: crate::sched::task_ref::TaskRef = task.clone();
+    if !worker.poll_eager(&task_ref) {
+        task.queue(Queued::Back);
+    }
     JoinHandle::new(task)
 }
 

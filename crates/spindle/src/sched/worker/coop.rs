@@ -18,7 +18,9 @@
 //!   that completes in it takes a unit, and once none is left every socket operation of the
 //!   same poll returns `Pending` without trying, after waking the task, which goes to the back
 //!   of its queue (tokio's rule: the budget stays spent until the task yields). An operation
-//!   refused this way has done nothing, so nothing is lost.
+//!   refused this way has done nothing, so nothing is lost. An eager first poll
+//!   (`task::spawn_eager`, `Worker::poll_eager`) takes a unit too and is part of its
+//!   spawner's poll: the eager task's socket operations spend the same budget.
 //! - **Only where parking is allowed**: a fiber yields only on a worker, and in debug builds
 //!   not inside a `no_park` section, where the yield is skipped (the operation completed; its
 //!   result is never lost to a yield or a skip). A plain thread (off any worker) has no
@@ -77,6 +79,18 @@ impl Worker {
             let left = self.io_budget.left.get();
             self.io_budget.left.set(left.saturating_sub(1));
         }
+    }
+
+    /// Takes one unit of a task poll's budget for an eager first poll
+    /// (`Worker::poll_eager`): false, taking nothing, when none is left.
+    #[inline]
+    pub(super) fn take_io_budget_unit(&self) -> bool {
+        let left = self.io_budget.left.get();
+        if left == 0 {
+            return false;
+        }
+        self.io_budget.left.set(left - 1);
+        true
     }
 
     /// Takes one unit for a socket operation that completed on the running fiber; yields the

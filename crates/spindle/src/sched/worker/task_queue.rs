@@ -42,6 +42,8 @@ pub(super) struct TaskQueue {
     prune_at: Cell<usize>,
     /// Task polls since the task injector was last checked.
     polls: Cell<u32>,
+    /// An eager first poll is under way ("eager polls do not nest", `poll_eager`).
+    eager: Cell<bool>,
 }
 
 impl TaskQueue {
@@ -53,6 +55,7 @@ impl TaskQueue {
             live: RefCell::new(Vec::new()),
             prune_at: Cell::new(64),
             polls: Cell::new(0),
+            eager: Cell::new(false),
         }
     }
 
@@ -112,6 +115,33 @@ impl Worker {
             live.retain(|t| !t.is_done());
             self.tasks.prune_at.set((live.len() * 2).max(64));
         }
+    }
+
+    /// Polls a task that was just spawned, at once, inside the running task's poll, when that
+    /// takes nothing from anyone (module `task`, "eager first polls"): this runtime has one
+    /// worker (no other worker could have taken the task from the queue), the caller is a
+    /// task's poll on it (not a fiber), the poll's I/O budget has a unit left, which the
+    /// eager poll takes (a poll that spawns eagerly in a loop ends up queueing), and no eager
+    /// poll is under way (they do not nest: the worker's stack holds at most two polls). True
+    /// if it polled the task; false if the caller must queue it, as a task still `SCHEDULED`.
+    pub(crate) fn poll_eager(&self, task: &TaskRef) -> bool {
+        if self.rt.workers.len() != 1
+            || self.in_fiber()
+            || self.tasks.eager.get()
+            || !self.take_io_budget_unit()
+        {
+            return false;
+        }
+        bump(&self.shared.stats.tasks_polled, 1);
+        bump(&self.shared.stats.progress, 1);
+        self.tasks.eager.set(true);
+        // `run` catches the future's panic, so the flag is always reset.
+        task.clone().run();
+        self.tasks.eager.set(false);
+        if !task.is_done() && task.register_once() {
+            self.register_task(task.clone());
+        }
+        true
     }
 
     /// Polls the queued tasks: at most as many from the queues as were queued on entry, so
