@@ -99,6 +99,75 @@ fn h2_streams_of_one_connection_run_blocking_handlers_concurrently() {
     server.shutdown();
 }
 
+/// A server on one worker polls each stream's first poll inside the connection's poll
+/// (`spindle::task::spawn_eager`): a handler that parks there must not hold up the
+/// connection's other streams.
+#[test]
+fn on_one_worker_streams_whose_handlers_park_still_run_concurrently() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, p) = (running.clone(), peak.clone());
+    let server = Server::builder()
+        .workers(1)
+        .serve("127.0.0.1:0", move |_req: Request<Body>| {
+            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+            p.fetch_max(now, Ordering::SeqCst);
+            for _ in 0..500 {
+                if p.load(Ordering::SeqCst) >= 8 {
+                    break;
+                }
+                spindle::time::sleep(Duration::from_millis(10));
+            }
+            r.fetch_sub(1, Ordering::SeqCst);
+            Response::new("done")
+        })
+        .unwrap();
+    let addr = server.local_addr();
+    let out = h2_exchange(addr, (0..8).map(|_| get(addr, "/")).collect());
+    assert!(out.iter().all(|(s, _, b)| *s == StatusCode::OK && b == "done"));
+    assert_eq!(peak.load(Ordering::SeqCst), 8, "all 8 handlers were parked at once");
+    server.shutdown();
+}
+
+/// More streams at once on one connection than a poll's I/O budget lets run eagerly (128):
+/// every one is answered, with its own answer, whether its first poll was eager or queued.
+#[test]
+fn on_one_worker_hundreds_of_concurrent_streams_each_get_their_own_answer() {
+    let server = Server::builder()
+        .workers(1)
+        .serve("127.0.0.1:0", |req: Request<Body>| Response::new(req.uri().path().to_string()))
+        .unwrap();
+    let addr = server.local_addr();
+    let n = 300;
+    let out = h2_exchange(addr, (0..n).map(|i| get(addr, &format!("/{i}"))).collect());
+    assert_eq!(out.len(), n);
+    for (i, (status, version, body)) in out.iter().enumerate() {
+        assert_eq!((*status, *version), (StatusCode::OK, Version::HTTP_2));
+        assert_eq!(body, &format!("/{i}"), "stream {i} got another stream's answer");
+    }
+    server.shutdown();
+}
+
+/// The same with an async handler, which stays in the stream's task: one that waits on a
+/// timer returns `Pending` from its eager first poll and is finished by a later one.
+#[test]
+fn on_one_worker_async_handlers_that_wait_are_finished_later() {
+    let server = Server::builder()
+        .workers(1)
+        .serve_async("127.0.0.1:0", |req: Request<Body>| async move {
+            spindle::time::sleep_future(Duration::from_millis(5)).await;
+            Response::new(req.uri().path().to_string())
+        })
+        .unwrap();
+    let addr = server.local_addr();
+    let out = h2_exchange(addr, (0..20).map(|i| get(addr, &format!("/a{i}"))).collect());
+    for (i, (status, _, body)) in out.iter().enumerate() {
+        assert_eq!(*status, StatusCode::OK);
+        assert_eq!(body, &format!("/a{i}"));
+    }
+    server.shutdown();
+}
+
 #[test]
 fn h2_requests_get_the_same_limits() {
     let server = Server::builder()
