@@ -1,7 +1,8 @@
 //! `task::spawn_eager`: the first poll happens inside the spawner's poll exactly when the
 //! module `task` invariant "eager first polls take nothing from anyone" allows it (one
 //! worker, from a task's poll, a unit of its budget left, not nested), and an eagerly
-//! polled task is then an ordinary task: woken, cancelled at shutdown, its panic caught.
+//! polled task is then an ordinary task: woken, cancelled at shutdown, its panic caught; and
+//! a spawn during shutdown is never polled.
 //!
 //! Whether a poll happened inside `spawn_eager` is read from a thread-local flag that the
 //! spawner sets around the call: a poll inside the call sees it set; a later poll, on this
@@ -167,4 +168,37 @@ fn an_eager_task_still_waiting_at_shutdown_is_cancelled_and_its_future_dropped()
     assert!(dropped.load(Ordering::Relaxed), "shutdown dropped the eagerly polled future");
     let err = handle.join().unwrap_err();
     assert!(err.is_cancelled(), "completed as cancelled");
+}
+
+#[test]
+fn a_spawn_from_a_destructor_during_shutdown_is_cancelled_unpolled() {
+    /// Spawns eagerly when dropped: by the shutdown, which drops the waiting task's future.
+    struct SpawnOnDrop(Arc<AtomicBool>, Arc<AtomicBool>);
+    impl Drop for SpawnOnDrop {
+        fn drop(&mut self) {
+            let polled = self.0.clone();
+            let spawned = self.1.clone();
+            drop(spawn_eager(async move { polled.store(true, Ordering::Relaxed) }));
+            spawned.store(true, Ordering::Relaxed);
+        }
+    }
+    let polled = Arc::new(AtomicBool::new(false));
+    let spawned = Arc::new(AtomicBool::new(false));
+    let rt = runtime(1);
+    let guard = SpawnOnDrop(polled.clone(), spawned.clone());
+    // A task that waits forever holding the guard; its first poll has run when join returns.
+    let started = rt
+        .spawn_async(async move {
+            Some(spindle::task::spawn_async(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            }))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    drop(rt);
+    assert!(spawned.load(Ordering::Relaxed), "the shutdown dropped the guard, which spawned");
+    assert!(!polled.load(Ordering::Relaxed), "a spawn during shutdown is never polled");
+    assert!(started.join().unwrap_err().is_cancelled());
 }

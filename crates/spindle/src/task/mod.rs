@@ -34,8 +34,10 @@
 //!   where a queued poll would (done, waiting and in the live list, or queued again). It is
 //!   taken only when no other worker could have run the task sooner (a runtime of one
 //!   worker), from a task's poll (a fiber's spawn is queued: its budget is the fiber's, not
-//!   a poll's), with a unit of that poll's I/O budget, and never inside another eager poll:
-//!   so the spawner's poll stays bounded and the worker's stack holds at most two polls.
+//!   a poll's), with a unit of that poll's I/O budget, never inside another eager poll, and
+//!   never once its worker is shutting down (a spawn from a destructor then is cancelled
+//!   unpolled, as any): so the spawner's poll stays bounded and the worker's stack holds at
+//!   most two polls.
 //! - **Pinned futures stay home.** A pinned task's future is dropped on its home thread (by its
 //!   poll, its abort, or its home's shutdown); should a pinned future still be alive when the
 //!   task is freed on another thread (its home thread died by a panic), it is leaked rather

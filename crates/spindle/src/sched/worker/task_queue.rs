@@ -122,10 +122,13 @@ impl Worker {
     /// worker (no other worker could have taken the task from the queue), the caller is a
     /// task's poll on it (not a fiber), the poll's I/O budget has a unit left, which the
     /// eager poll takes (a poll that spawns eagerly in a loop ends up queueing), and no eager
-    /// poll is under way (they do not nest: the worker's stack holds at most two polls). True
-    /// if it polled the task; false if the caller must queue it, as a task still `SCHEDULED`.
+    /// poll is under way (they do not nest: the worker's stack holds at most two polls), and
+    /// the worker is not shutting down (a task spawned from a destructor during shutdown is
+    /// queued and cancelled unpolled, as `spawn_async`'s). True if it polled the task; false
+    /// if the caller must queue it, as a task still `SCHEDULED`.
     pub(crate) fn poll_eager(&self, task: &TaskRef) -> bool {
         if self.rt.workers.len() != 1
+            || self.stopping.get()
             || self.in_fiber()
             || self.tasks.eager.get()
             || !self.take_io_budget_unit()
