@@ -27,7 +27,7 @@ use spindle::net::TcpStream;
 
 use crate::handler::Respond;
 use crate::server::{ConnectionGuard, Shared};
-use crate::service::Service;
+use crate::service::{Peer, Service};
 use crate::socket::{self, Transport};
 use crate::watch::ShutdownWatch;
 
@@ -170,8 +170,12 @@ pub(crate) fn serve_connection<H: Respond>(
                 let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
                 let (io, handle) = socket::new(transport, coalesce, replay);
                 let http2 = proto == Proto::Http2;
-                let service =
-                    Service { shared: shared.clone(), counters: handle.counters_ref(), peer, http2 };
+                let service = Service {
+                    shared: shared.clone(),
+                    counters: handle.counters_ref(),
+                    peer: Peer::new(peer),
+                    http2,
+                };
                 let conn = match proto {
                     Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
                     // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one,

@@ -70,19 +70,18 @@ where
     type Future = BlockingResponse<F>;
 
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future {
-        let name = origin.handler_name(&req);
         let state = if origin.http2 {
             // The box first, then the call written into it (`Box::new` built it on the
             // stack and copied it in: one more copy of the request).
-            let (handler, stack_size) = (self.0.clone(), origin.stack_size);
+            let (handler, origin) = (self.0.clone(), *origin);
             let call = Box::new_uninit();
-            State::Start(Box::write(call, Call { handler, req, name, stack_size }))
+            State::Start(Box::write(call, Call { handler, req, origin }))
         } else {
             // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
             // goes away) before it polls this future, and the request, while alive, pins
             // its read buffer, which would then be reallocated for every request. Started
             // here rather than through a `Call` (each hop was one more copy of the request).
-            start(self.0.clone(), req, name, origin.stack_size)
+            start(self.0.clone(), req, origin)
         };
         BlockingResponse { state, _busy: busy }
     }
@@ -92,21 +91,22 @@ where
 pub(crate) struct Call<F> {
     handler: Arc<F>,
     req: Request<Body>,
-    name: String,
-    stack_size: usize,
+    origin: Origin,
 }
 
 /// Starts the handler's fiber, which runs at once until it parks or finishes.
 #[inline(always)]
-fn start<F, B>(handler: Arc<F>, req: Request<Body>, name: String, stack_size: usize) -> State<F>
+fn start<F, B>(handler: Arc<F>, req: Request<Body>, origin: &Origin) -> State<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
 {
-    let spawned = spindle::fiber::Builder::new().name(name).stack_size(stack_size).spawn_now(move || {
-        let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
-        result.unwrap_or_else(panicked)
-    });
+    let name = origin.handler_name(&req);
+    let spawned =
+        spindle::fiber::Builder::new().name(name).stack_size(origin.stack_size).spawn_now(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
+            result.unwrap_or_else(panicked)
+        });
     match spawned {
         Ok(join) => State::Waiting(join),
         Err(e) => {
@@ -143,8 +143,8 @@ where
         let state = &mut self.get_mut().state;
         if matches!(state, State::Start(_)) {
             let State::Start(call) = std::mem::replace(state, State::Failed) else { unreachable!() };
-            let Call { handler, req, name, stack_size } = *call;
-            *state = start(handler, req, name, stack_size);
+            let Call { handler, req, origin } = *call;
+            *state = start(handler, req, &origin);
         }
         let State::Waiting(join) = state else { return Poll::Ready(Ok(unavailable())) };
         match Pin::new(join).poll(cx) {

@@ -21,13 +21,11 @@ use crate::socket::CountersRef;
 use crate::Body;
 
 /// What a handler fiber spawned for a request is made from: its name says which client and
-/// request it serves (the stack overflow report and `Server::dump_fibers` show it). Made for
-/// each request from what the service keeps (the peer's address, not a name: the name is
-/// written only when a handler fiber is named, so an idle connection holds no string).
+/// request it serves (the stack overflow report and `Server::dump_fibers` show it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Origin {
-    /// The client's address, if known.
-    pub(crate) peer: Option<SocketAddr>,
+    /// The client's address, as text when it is IPv4.
+    pub(crate) peer: Peer,
     pub(crate) stack_size: usize,
     /// HTTP/2 (no `Connection` header in answers).
     pub(crate) http2: bool,
@@ -36,25 +34,25 @@ pub(crate) struct Origin {
 impl Origin {
     /// `spindle-http 127.0.0.1:5000 POST /upload`: a handler fiber's name (the path cut at
     /// 100 bytes); `spindle-http connection POST /upload` when the peer is unknown. Made for
-    /// every request, so an IPv4 peer is written by hand (`core::fmt` cost ~1,500
-    /// instructions a request, callgrind, more than hyper's parsing of the request): see
-    /// [`V4Text`].
+    /// every request: the IPv4 peer's text is written once per connection ([`Peer`]), and
+    /// never through `core::fmt` (~1,500 instructions, callgrind, more than hyper's parsing
+    /// of the request).
     pub(crate) fn handler_name<B>(&self, req: &Request<B>) -> String {
         let path = req.uri().path();
         let cut = (0..=path.len().min(100)).rev().find(|&i| path.is_char_boundary(i)).unwrap_or(0);
         let method = req.method().as_str();
-        let mut v4 = V4Text([b'0'; 32]);
         let v6;
-        let peer: &str = match self.peer {
-            Some(SocketAddr::V4(addr)) => v4.write(addr),
-            Some(peer @ SocketAddr::V6(_)) => {
-                v6 = peer.to_string();
+        let peer: &str = match &self.peer {
+            Peer::V4 { len, text } => std::str::from_utf8(&text[..usize::from(*len)]).unwrap_or("connection"),
+            Peer::V6(addr) => {
+                v6 = addr.to_string();
                 &v6
             }
-            None => "connection",
+            Peer::Unknown => "connection",
         };
         // The exact length: the fiber keeps the name as a boxed str, and a string with spare
-        // room would be reallocated for it.
+        // room would be reallocated for it (`[&str]::concat` does the same, in ~400 more
+        // instructions).
         let mut name = String::with_capacity("spindle-http ".len() + peer.len() + method.len() + cut + 2);
         name.push_str("spindle-http ");
         name.push_str(peer);
@@ -63,6 +61,38 @@ impl Origin {
         name.push(' ');
         name.push_str(&path[..cut]);
         name
+    }
+}
+
+/// A connection's client address as its handler fibers' names need it: an IPv4 address is
+/// written as text once, when the connection starts serving (for a request's name, that text
+/// is copied; it was written for every request, ~180 instructions), an IPv6 one (rare) is
+/// kept as an address and written per request. The size of the `Option<SocketAddr>` it
+/// replaces (32 bytes): an idle connection holds no more.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Peer {
+    Unknown,
+    /// `text[..len]`: `a.b.c.d:port`, at most 21 ASCII bytes.
+    V4 {
+        len: u8,
+        text: [u8; 21],
+    },
+    V6(std::net::SocketAddrV6),
+}
+
+impl Peer {
+    pub(crate) fn new(addr: Option<SocketAddr>) -> Peer {
+        match addr {
+            Some(SocketAddr::V4(addr)) => {
+                let mut v4 = V4Text([b'0'; 32]);
+                let written = v4.write(addr).as_bytes();
+                let mut text = [0u8; 21];
+                text[..written.len()].copy_from_slice(written);
+                Peer::V4 { len: written.len() as u8, text }
+            }
+            Some(SocketAddr::V6(addr)) => Peer::V6(addr),
+            None => Peer::Unknown,
+        }
     }
 }
 
@@ -145,7 +175,7 @@ pub(crate) struct Counters {
 pub(crate) struct Service<H> {
     pub(crate) shared: Arc<Shared<H>>,
     pub(crate) counters: CountersRef,
-    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) peer: Peer,
     /// HTTP/2 (no `Connection` header in answers).
     pub(crate) http2: bool,
 }
@@ -238,8 +268,9 @@ mod tests {
     #[test]
     fn a_handler_fiber_is_named_after_the_peer_and_the_request() {
         let req = Request::post("/upload?x=1").body(()).unwrap();
-        let peer = Some("127.0.0.1:5000".parse().unwrap());
-        let named = |peer| Origin { peer, stack_size: 0, http2: false }.handler_name(&req);
+        let peer: Option<SocketAddr> = Some("127.0.0.1:5000".parse().unwrap());
+        let origin = |peer| Origin { peer: Peer::new(peer), stack_size: 0, http2: false };
+        let named = |peer| origin(peer).handler_name(&req);
         assert_eq!(named(peer), "spindle-http 127.0.0.1:5000 POST /upload");
         assert_eq!(named(None), "spindle-http connection POST /upload");
         for addr in ["0.0.0.0:0", "255.255.255.255:65535", "10.0.20.3:80", "1.22.133.4:9"] {
@@ -252,11 +283,16 @@ mod tests {
             assert_eq!(named(Some(addr)), format!("spindle-http {addr} POST /upload"), "every octet");
         }
         let v6 = Some("[2001:db8::1%7]:443".parse().unwrap());
-        let name = named(v6);
-        assert_eq!(name, "spindle-http [2001:db8::1%7]:443 POST /upload");
-        assert_eq!(name.capacity(), name.len(), "made at its exact length");
+        assert_eq!(named(v6), "spindle-http [2001:db8::1%7]:443 POST /upload");
         let long = Request::get(format!("/{}", "é".repeat(80))).body(()).unwrap();
-        let name = Origin { peer, stack_size: 0, http2: false }.handler_name(&long);
+        let name = origin(peer).handler_name(&long);
         assert!(name.len() <= "spindle-http 127.0.0.1:5000 GET ".len() + 100, "the path is cut");
+        assert!(name.ends_with('é'), "cut at a char boundary");
+    }
+
+    /// The service of every connection, idle or not, holds its peer.
+    #[test]
+    fn a_peer_takes_no_more_room_than_its_address() {
+        assert!(std::mem::size_of::<Peer>() <= std::mem::size_of::<Option<SocketAddr>>());
     }
 }
