@@ -11,9 +11,11 @@
 //! run here; their fibers go home through inboxes: reactor "read for a busy owner"); while
 //! another worker is awake it sleeps at most that long, so it looks again. The watchdog
 //! wakes a sleeping worker when an awake one has left its reactor unread for longer (the
-//! case where everyone slept, then one woke and got stuck). The shared task reactor (module
-//! `reactor::shared_io`) is watched by one sleeping worker ("one watcher"), read by busy
-//! workers every `BUSY_POLL_INTERVAL` switches, and covered by the same watchdog rescue.
+//! case where everyone slept, then one woke and got stuck). A busy worker reads its reactor
+//! and fires its due timers every `BUSY_POLL_INTERVAL` fiber switches, and every that many
+//! task polls without a read in between (module `sched::worker::task_queue`). The shared task
+//! reactor (module `reactor::shared_io`) is watched by one sleeping worker ("one watcher"),
+//! read by busy workers at those looks, and covered by the same watchdog rescue.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -174,8 +176,10 @@ impl Worker {
     }
 
     /// A busy worker's look at the reactor: non-blocking, only when something could be due.
+    /// Every `BUSY_POLL_INTERVAL` fiber switches, and every that many task polls without a
+    /// read of the reactor in between (module `sched::worker::task_queue`).
     #[cold]
-    fn poll_busy(&self) {
+    pub(super) fn poll_busy(&self) {
         if !self.timers.is_empty() {
             self.fire_timers(Instant::now());
         }
@@ -246,6 +250,7 @@ impl Worker {
 
     /// [`note_reactor_read`](Self::note_reactor_read) with the time already read.
     fn note_reactor_read_at(&self, at: Instant) {
+        self.tasks.since_reactor_read.set(0);
         let at = u64::try_from(at.saturating_duration_since(self.rt.started).as_nanos()).unwrap_or(u64::MAX);
         self.shared.stats.reactor_read_at.store(at, Ordering::Relaxed);
     }

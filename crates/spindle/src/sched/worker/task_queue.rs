@@ -2,11 +2,17 @@
 //! live list, polling them, and stealing from other workers when idle.
 //!
 //! Invariants: the module `sched::worker` doc's "where tasks wait" and "LIFO slots"; the
-//! tasks' own rules are module `task`'s.
+//! tasks' own rules are module `task`'s; **busy with tasks, still reading the reactor**: a
+//! worker that keeps polling tasks without reaching its idle pass (tasks that keep waking
+//! each other or themselves) looks at its reactor and fires its due timers every
+//! `BUSY_POLL_INTERVAL` task polls, as it does every that many fiber switches (module
+//! `sched::worker::event_loop`): on a runtime of one worker, a task looping on
+//! `yield_now().await` kept every timer and socket of the worker waiting for ever.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
+use super::event_loop::BUSY_POLL_INTERVAL;
 use super::lifo::LifoSlot;
 use super::{Queued, Worker};
 use crate::sched::metrics::bump;
@@ -42,6 +48,9 @@ pub(super) struct TaskQueue {
     prune_at: Cell<usize>,
     /// Task polls since the task injector was last checked.
     polls: Cell<u32>,
+    /// Task polls since the worker last read its reactor ("busy with tasks, still reading the
+    /// reactor"); reset by every read.
+    pub(super) since_reactor_read: Cell<u32>,
     /// An eager first poll is under way ("eager polls do not nest", `poll_eager`).
     eager: Cell<bool>,
 }
@@ -55,6 +64,7 @@ impl TaskQueue {
             live: RefCell::new(Vec::new()),
             prune_at: Cell::new(64),
             polls: Cell::new(0),
+            since_reactor_read: Cell::new(0),
             eager: Cell::new(false),
         }
     }
@@ -168,6 +178,11 @@ impl Worker {
             task.clone().run();
             if !task.is_done() && task.register_once() {
                 self.register_task(task);
+            }
+            let unread = q.since_reactor_read.get() + 1;
+            q.since_reactor_read.set(unread);
+            if unread >= BUSY_POLL_INTERVAL {
+                self.poll_busy(); // resets `since_reactor_read`
             }
             let polls = q.polls.get().wrapping_add(1);
             q.polls.set(polls);
