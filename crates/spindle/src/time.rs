@@ -133,6 +133,18 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some((timer, waker)) = &self.timer {
+            // Polled again on the worker whose wheel holds the timer, before the wheel fired
+            // it (a wake-up for something else, or a spurious one): it will fire and wake this
+            // same task, so keep waiting without reading the clock (module
+            // `sched::worker::timers`, "the wheel knows what it fired"). A clock read costs as
+            // much as the rest of this poll; a server polls its idle timer at every request.
+            if waker.will_wake(cx.waker())
+                && worker::current().is_some_and(|w| w.timer_not_due(*timer, self.deadline))
+            {
+                return Poll::Pending;
+            }
+        }
         if Instant::now() >= self.deadline {
             self.cancel();
             return Poll::Ready(());

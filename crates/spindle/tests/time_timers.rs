@@ -141,3 +141,55 @@ fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
     assert!(h.join().unwrap_err().is_cancelled());
     assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
 }
+
+/// A sleep future polled again and again before its deadline (its task woken for other
+/// reasons, as a server's idle timer is at every request) keeps waiting without reading the
+/// clock while its worker's wheel has not fired it, and still completes once the deadline
+/// passes, never before: each spurious poll answers from the wheel's last advance, and the
+/// wheel's own firing wakes it at the end.
+#[test]
+fn a_sleep_future_polled_spuriously_still_ends_at_its_deadline_and_not_before() {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// Polls the sleep, and while it is pending wakes its own task (a spurious wake-up for
+    /// the sleep) every time, counting the polls.
+    struct Spurious {
+        sleep: Pin<Box<spindle::time::Sleep>>,
+        polls: u64,
+    }
+    impl Future for Spurious {
+        type Output = u64;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+            self.polls += 1;
+            match self.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(self.polls),
+                Poll::Pending => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    for workers in [1, 2] {
+        let rt = spindle::Builder::new().worker_threads(workers).build().unwrap();
+        for _ in 0..5 {
+            let start = Instant::now();
+            let deadline = start + Duration::from_millis(15);
+            let polls = rt
+                .spawn_async(Spurious {
+                    sleep: Box::pin(spindle::time::sleep_until_future(deadline)),
+                    polls: 0,
+                })
+                .join()
+                .unwrap();
+            assert!(Instant::now() >= deadline, "ended before its deadline");
+            assert!(polls > 2, "the task was polled spuriously ({polls} polls)");
+        }
+        // And one woken only by its timer.
+        let deadline = Instant::now() + Duration::from_millis(5);
+        rt.spawn_async(spindle::time::sleep_until_future(deadline)).join().unwrap();
+        assert!(Instant::now() >= deadline);
+    }
+}

@@ -4,9 +4,13 @@
 //! Invariants: **owner-only** (the wheel lives in `Worker` and is touched only by its thread);
 //! **wakers run after the wheel is released** (a waker may add timers); **a timer remembers its
 //! wheel** — a task may move to another worker between polls, so cancelling a timer from
-//! another worker is a no-op (it fires there later and wakes its waker once, spuriously).
+//! another worker is a no-op (it fires there later and wakes its waker once, spuriously);
+//! **the wheel knows what it fired**: `fired_up_to` is the latest `now` the wheel was advanced
+//! to, recorded before the fired wakers run, so a timer of this wheel whose deadline is later
+//! than it has not fired and is still on the wheel ([`Worker::timer_not_due`]: a future polled
+//! again on this worker needs no clock read to know it must keep waiting).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
@@ -26,11 +30,18 @@ pub(crate) struct TimerHandle {
 pub(super) struct Timers {
     wheel: RefCell<TimerWheel<Waker>>,
     fired: RefCell<Vec<Waker>>,
+    /// The latest `now` the wheel was advanced to ("the wheel knows what it fired").
+    fired_up_to: Cell<Instant>,
 }
 
 impl Timers {
     pub(super) fn new() -> Timers {
-        Timers { wheel: RefCell::new(TimerWheel::new(Instant::now())), fired: RefCell::new(Vec::new()) }
+        let origin = Instant::now();
+        Timers {
+            wheel: RefCell::new(TimerWheel::new(origin)),
+            fired: RefCell::new(Vec::new()),
+            fired_up_to: Cell::new(origin),
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -56,6 +67,15 @@ impl Worker {
         }
     }
 
+    /// Whether `timer` is on this worker's wheel and not due by the wheel's last advance:
+    /// then it is still there, and fires (waking its waker) at a later advance ("the wheel
+    /// knows what it fired"). False when it may have fired, or is another worker's: the
+    /// caller reads the clock.
+    #[inline]
+    pub(crate) fn timer_not_due(&self, timer: TimerHandle, deadline: Instant) -> bool {
+        timer.worker == Arc::as_ptr(&self.shared) as usize && deadline > self.timers.fired_up_to.get()
+    }
+
     /// Wakes the owners of every timer that is due (after releasing the wheel).
     pub(super) fn fire_timers(&self, now: Instant) {
         let mut wakers = {
@@ -65,6 +85,10 @@ impl Worker {
             }
             let mut buf = std::mem::take(&mut *self.timers.fired.borrow_mut());
             wheel.advance(now, |w| buf.push(w));
+            // Before the wakers run: a future they wake must see its timer as fired.
+            if now > self.timers.fired_up_to.get() {
+                self.timers.fired_up_to.set(now);
+            }
             buf
         };
         self.dispatching.set(true);
