@@ -23,6 +23,12 @@
 //!   through an `Arc` holding a `Mutex`; both live in the connection's task (which any worker
 //!   may poll, one at a time), so the lock is never contended, and it is never held across a
 //!   call into the other.
+//! - **Flushless plain sockets**: a connection that does not coalesce (HTTP/2, or
+//!   `pipeline_flush(false)`) over a plain socket never holds a byte on this side (writes go
+//!   to the socket, and a socket buffers nothing of its own), so hyper's `poll_flush` and
+//!   the driver's `poll_drain` answer `Ready` without taking the lock: `Shared::flushless`,
+//!   fixed when the connection is made. HTTP/2 flushes and drains about five times a
+//!   request: ~250 instructions a request of locking and looking at an empty buffer.
 //! - **One allocation per connection**: the same `Arc` holds the connection's [`Counters`]
 //!   (atomics, outside the lock): the service holds it strongly ([`CountersRef`], it lives in
 //!   hyper's connection, in the task), a running handler weakly ([`WeakCounters`]: a handler
@@ -161,7 +167,6 @@ struct Inner {
     /// Bytes accepted from hyper and not yet written to the socket (`out[sent..]`).
     out: Vec<u8>,
     sent: usize,
-    coalesce: bool,
     /// System calls that moved bytes (for the idle timeout).
     progress: u64,
 }
@@ -170,6 +175,10 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     counters: Counters,
+    /// Small writes are coalesced ("bounded"); fixed when the connection is made.
+    coalesce: bool,
+    /// Nothing to flush or drain, ever ("flushless plain sockets").
+    flushless: bool,
 }
 
 /// The socket side given to hyper.
@@ -217,8 +226,10 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 /// A new connection socket: the `Io` for hyper and the driver's handle. `replay` holds
 /// bytes already read from the stream.
 pub(crate) fn new(stream: Transport, coalesce: bool, replay: Vec<u8>) -> (Io, IoHandle) {
-    let inner = Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, coalesce, progress: 0 };
-    let shared = Arc::new(Shared { inner: Mutex::new(inner), counters: Counters::default() });
+    let flushless = !coalesce && matches!(stream, Transport::Plain(_));
+    let inner = Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, progress: 0 };
+    let shared =
+        Arc::new(Shared { inner: Mutex::new(inner), counters: Counters::default(), coalesce, flushless });
     (Io { shared: shared.clone() }, IoHandle { shared })
 }
 
@@ -278,6 +289,9 @@ impl Inner {
 impl IoHandle {
     /// Writes out what hyper left in the coalescing buffer (see the module doc).
     pub(crate) fn poll_drain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.shared.flushless {
+            return Poll::Ready(Ok(()));
+        }
         lock(&self.shared.inner).poll_drain(cx)
     }
 
@@ -332,7 +346,7 @@ impl hyper::rt::Read for Io {
 impl hyper::rt::Write for Io {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let mut inner = lock(&self.shared.inner);
-        if inner.coalesce {
+        if self.shared.coalesce {
             match inner.poll_reserve(cx, buf.len()) {
                 Poll::Ready(Ok(true)) => {
                     inner.buffer(buf);
@@ -355,7 +369,7 @@ impl hyper::rt::Write for Io {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let mut inner = lock(&self.shared.inner);
-        if inner.coalesce {
+        if self.shared.coalesce {
             let len: usize = bufs.iter().map(|b| b.len()).sum();
             match inner.poll_reserve(cx, len) {
                 Poll::Ready(Ok(true)) => {
@@ -378,8 +392,11 @@ impl hyper::rt::Write for Io {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.shared.flushless {
+            return Poll::Ready(Ok(()));
+        }
         let mut inner = lock(&self.shared.inner);
-        if inner.coalesce {
+        if self.shared.coalesce {
             // Deferred to the driver (see the module doc), which drains when hyper has
             // nothing more to do in this poll.
             return Poll::Ready(Ok(()));
