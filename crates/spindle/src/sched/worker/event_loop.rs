@@ -26,7 +26,8 @@ use crate::reactor::shared_ready;
 use crate::sched::metrics::bump;
 use crate::sys::epoll::Event;
 
-/// A busy worker polls its reactor (non-blocking) every this many switches (a power of two).
+/// A busy worker polls its reactor (non-blocking) every this many fiber switches (a power of
+/// two), and every this many task polls without a read of its reactor in between.
 pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
 
 /// How long a worker must stay idle before it gives its cached stacks' pages back.
