@@ -25,10 +25,13 @@
 //! - **Free stacks are kept, their pages are not.** A released stack goes back to the pool
 //!   (no system call). Beyond the `keep_warm` most recently released ones, their pages are
 //!   given back with `MADV_DONTNEED` in batches (`process_madvise`, up to 1,024 stacks per
-//!   call) when the worker goes idle, and while it is busy once more than
-//!   `max(max_cached, keep_warm) + RELEASE_BATCH` have gathered. So the resident memory of
-//!   free stacks stays below that many stacks' worth, and a burst that fits in `max_cached`
-//!   (spawned again and again) keeps its pages warm.
+//!   call) when the worker goes idle, and while it is busy, once per
+//!   `max(max_cached, keep_warm) + RELEASE_BATCH` releases, for the free stacks that no fiber
+//!   took during that window (the bottom of the LIFO below its low-water mark). A free stack
+//!   that keeps its pages was released in the current window or the one before (or is among
+//!   the `keep_warm` most recent), so the resident memory of free stacks stays below
+//!   `keep_warm + 2 x (max(max_cached, keep_warm) + RELEASE_BATCH + 1)` stacks' worth, and a
+//!   burst spawned again and again keeps its pages warm, whatever its size.
 //! - **Address space is returned by whole chunks.** When the worker goes idle with more than
 //!   `max_cached` free stacks, chunks whose every stack is free in this pool are unmapped.
 //! - **Single owner.** A `StackPool` (module `stack_pool`) belongs to one worker and is used only from its thread;

@@ -101,8 +101,9 @@ impl Builder {
 
     /// How many of the most recently released stacks keep their pages (default 256); the
     /// others give their pages back to the kernel with `madvise(MADV_DONTNEED)`, in batches,
-    /// when the worker goes idle (and while it is busy, once more than `stack_cache + 1,024`
-    /// stacks were released since the last batch).
+    /// when the worker goes idle. While it is busy, every `stack_cache + 1,024` releases, the
+    /// free stacks that no fiber took in that window give their pages back too; stacks it
+    /// keeps reusing keep theirs.
     pub fn stack_keep_warm(&mut self, stacks: usize) -> &mut Builder {
         self.stack_keep_warm = stacks;
         self
