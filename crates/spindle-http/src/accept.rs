@@ -41,7 +41,9 @@ pub(crate) async fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<S
             Some(Ok((stream, peer))) => {
                 let active = shared.active.enter_connection();
                 let serve = crate::conn::serve_connection(stream, Some(peer), shared.clone(), active);
-                drop(spindle::task::spawn_async(serve));
+                // Batched: woken by its streams and handlers, it runs after the tasks already
+                // queued (module `exec`).
+                drop(spindle::task::Builder::new().batched(true).spawn(serve));
             }
             Some(Err(e)) => {
                 // EMFILE, ENFILE, ENOBUFS...: the listener stays usable; back off a little.

@@ -1,5 +1,6 @@
 //! The LIFO slots (module `sched::worker`, "LIFO slots"): a task or fiber woken by code running
-//! on its worker runs next, ahead of older queued work; the cap on consecutive LIFO runs keeps
+//! on its worker runs next, ahead of older queued work, unless the task is batched ("batched
+//! tasks": it goes behind them); the cap on consecutive LIFO runs keeps
 //! a ping-pong pair from starving the rest (tasks, fibers, timers); a flood of wake-ups is
 //! still stolen by an idle worker; and no wake-up is lost when pairs play across workers.
 //!
@@ -70,6 +71,41 @@ fn a_woken_task_runs_before_older_queued_tasks() {
     assert_eq!(log.len(), 5);
     assert_eq!(log[0], "woken", "the woken task ran first: {log:?}");
     assert_eq!(log[1..], ["older 0", "older 1", "older 2", "older 3"], "the others kept their order");
+}
+
+#[test]
+fn a_woken_batched_task_runs_after_older_queued_tasks() {
+    let rt = runtime(1);
+    let log: Log = Arc::default();
+    let log2 = log.clone();
+    rt.block_on(move || {
+        let log = log2;
+        let mailbox = Mailbox::default();
+        let (mb, l) = (mailbox.clone(), log.clone());
+        let woken = spindle::task::Builder::new().batched(true).spawn(async move {
+            mb.recv().await;
+            note(&l, "woken");
+        });
+        wait_for_waiter(&mailbox);
+        let l = log.clone();
+        let waker = spindle::task::spawn_async(async move {
+            // Four tasks queue up first, then the wake-up: the slot would run it first.
+            let older: Vec<_> = (0..4)
+                .map(|i| {
+                    let l = l.clone();
+                    spindle::task::spawn_async(async move { note(&l, format!("older {i}")) })
+                })
+                .collect();
+            mailbox.send(1);
+            older
+        });
+        for h in waker.join().unwrap() {
+            h.join().unwrap();
+        }
+        woken.join().unwrap();
+    });
+    let log = log.lock().unwrap();
+    assert_eq!(*log, ["older 0", "older 1", "older 2", "older 3", "woken"], "FIFO order: {log:?}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `task::spawn_eager`: the first poll happens inside the spawner's poll exactly when the
 //! module `task` invariant "eager first polls take nothing from anyone" allows it (one
-//! worker, from a task's poll, a unit of its budget left, not nested), and an eagerly
+//! worker, no other task queued, from a task's poll, a unit of its budget left, not nested),
+//! and an eagerly
 //! polled task is then an ordinary task: woken, cancelled at shutdown, its panic caught; and
 //! a spawn during shutdown is never polled.
 //!
@@ -54,6 +55,30 @@ fn with_two_workers_the_task_is_queued() {
         let inline = rt.spawn_async(async { spawn_marked(report()).await.unwrap() }).join().unwrap();
         assert!(!inline, "another worker could have run it: queued, not polled in the call");
     }
+}
+
+#[test]
+fn with_other_tasks_queued_the_task_goes_behind_them() {
+    let rt = runtime(1);
+    let (inline, order) = rt
+        .spawn_async(async {
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let o = order.clone();
+            let older = spindle::task::spawn_async(async move { o.lock().unwrap().push("older") });
+            let o = order.clone();
+            let h = spawn_marked(async move {
+                o.lock().unwrap().push("eager");
+                report().await
+            });
+            let inline = h.await.unwrap();
+            older.await.unwrap();
+            let order = order.lock().unwrap().clone();
+            (inline, order)
+        })
+        .join()
+        .unwrap();
+    assert!(!inline, "a task was queued: breadth first, the spawn is queued behind it");
+    assert_eq!(order, ["older", "eager"]);
 }
 
 #[test]

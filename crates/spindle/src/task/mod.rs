@@ -33,7 +33,8 @@
 //!   task's own `run`, on the spawner's worker, inside the spawner's poll, and leaves the task
 //!   where a queued poll would (done, waiting and in the live list, or queued again). It is
 //!   taken only when no other worker could have run the task sooner (a runtime of one
-//!   worker), from a task's poll (a fiber's spawn is queued: its budget is the fiber's, not
+//!   worker) and no other task waits on this one (it would go behind them: module
+//!   `sched::worker`, "breadth first under load"), from a task's poll (a fiber's spawn is queued: its budget is the fiber's, not
 //!   a poll's), with a unit of that poll's I/O budget, never inside another eager poll, and
 //!   never once its worker is shutting down (a spawn from a destructor then is cancelled
 //!   unpolled, as any): so the spawner's poll stays bounded and the worker's stack holds at
@@ -44,6 +45,7 @@
 //!   than dropped there.
 
 mod block_on;
+mod builder;
 mod join;
 mod raw;
 mod state;
@@ -55,6 +57,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 pub use block_on::block_on;
+pub use builder::Builder;
 pub use join::JoinHandle;
 use raw::{Home, Pinned, Task};
 
@@ -106,7 +109,7 @@ where
     let home = Home::Pinned(worker.shared.clone());
     // Registered in the home's live list at once ("exactly one canceller"), so that shutdown
     // drops the future on this thread whatever happens to it.
-    let task = Task::new(home, Pinned(future), true);
+    let task = Task::new(home, Pinned(future), true, false);
     worker.register_task(task.clone());
     task.queue(Queued::Back);
     JoinHandle::new(task)
@@ -122,7 +125,8 @@ where
 ///
 /// The first poll happens at once only when the caller is a task's poll on a runtime of one
 /// worker (with more, an idle worker could take the queued task and run it in parallel:
-/// the task is queued), while that poll's I/O budget lasts (the eager poll takes a unit, and
+/// the task is queued), with no other task queued on it (under load the queue runs breadth
+/// first: the new task goes behind the waiting ones), while that poll's I/O budget lasts (the eager poll takes a unit, and
 /// the eager task's socket operations spend the same budget, so a poll that spawns eagerly
 /// in a loop ends up queueing), and not inside another eager first poll. Otherwise, and from
 /// a fiber, this is [`spawn_async`]. Either way the task's later polls are queued as any
@@ -152,13 +156,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let worker = worker::current().expect("spindle::task::spawn_eager called outside a spindle runtime");
-    let task = Task::new(Home::Any(worker.rt.clone()), future, false);
-    let task_ref: crate::sched::task_ref::TaskRef = task.clone();
-    if !worker.poll_eager(&task_ref) {
-        task.queue(Queued::Back);
-    }
-    JoinHandle::new(task)
+    Builder::new().eager(true).spawn(future)
 }
 
 /// Spawns a `Send` task that any worker of `rt` may run.
@@ -167,7 +165,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = Task::new(Home::Any(rt), future, false);
+    let task = Task::new(Home::Any(rt), future, false, false);
     task.queue(Queued::Back);
     JoinHandle::new(task)
 }
@@ -178,7 +176,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = Task::new(Home::Pinned(home), future, false);
+    let task = Task::new(Home::Pinned(home), future, false, false);
     task.queue(Queued::Back);
     JoinHandle::new(task)
 }

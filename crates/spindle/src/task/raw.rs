@@ -37,6 +37,9 @@ pub(crate) struct Task<F: Future> {
     pub(super) state: TaskState,
     /// Set once the task is in some worker's live list ("exactly one canceller").
     registered: AtomicBool,
+    /// Wake-ups go to the back of the queue, never the LIFO slot (module `sched::worker`,
+    /// "batched tasks").
+    batched: bool,
     home: Home,
     /// Touched only by the holder of RUNNING (or before the first schedule), and by the
     /// joiner after completion.
@@ -55,10 +58,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    pub(super) fn new(home: Home, future: F, registered: bool) -> Arc<Task<F>> {
+    pub(super) fn new(home: Home, future: F, registered: bool, batched: bool) -> Arc<Task<F>> {
         Arc::new(Task {
             state: TaskState::new(),
             registered: AtomicBool::new(registered),
+            batched,
             home,
             stage: UnsafeCell::new(Stage::Pending(future)),
             completion: Completion::new(),
@@ -68,7 +72,7 @@ where
     /// Queues the task, which the caller has just moved to SCHEDULED ("one queue entry"):
     /// `Back` for a spawn, an abort, or a task that woke itself during its poll (a yield must
     /// not run again before the others); `Woken` for a wake-up, which on its worker goes to
-    /// the LIFO slot.
+    /// the LIFO slot (a batched task's goes to the back: `wake_task`).
     pub(super) fn queue(self: &Arc<Self>, how: Queued) {
         let me: TaskRef = self.clone();
         let current = worker::current();
@@ -86,7 +90,7 @@ where
 
     fn wake_task(self: &Arc<Self>) {
         if self.state.wake() {
-            self.queue(Queued::Woken);
+            self.queue(if self.batched { Queued::Back } else { Queued::Woken });
         }
     }
 
