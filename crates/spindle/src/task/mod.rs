@@ -125,10 +125,10 @@ where
 ///
 /// The first poll happens at once only when the caller is a task's poll on a runtime of one
 /// worker (with more, an idle worker could take the queued task and run it in parallel:
-/// the task is queued), with no other task queued on it (under load the queue runs breadth
-/// first: the new task goes behind the waiting ones), while that poll's I/O budget lasts (the eager poll takes a unit, and
-/// the eager task's socket operations spend the same budget, so a poll that spawns eagerly
-/// in a loop ends up queueing), and not inside another eager first poll. Otherwise, and from
+/// the task is queued), with no other task queued on it (the new task would overtake the
+/// waiting ones: it goes behind them), while that poll's I/O budget lasts (the eager poll
+/// takes a unit, and the eager task's socket operations spend the same budget, so a poll
+/// that spawns eagerly in a loop ends up queueing), and not inside another eager first poll. Otherwise, and from
 /// a fiber, this is [`spawn_async`]. Either way the task's later polls are queued as any
 /// task's, and its output goes to the [`JoinHandle`].
 ///
@@ -156,6 +156,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    worker::current().expect("spindle::task::spawn_eager called outside a spindle runtime");
     Builder::new().eager(true).spawn(future)
 }
 
