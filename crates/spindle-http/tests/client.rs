@@ -299,3 +299,32 @@ fn server_that_closes_at_once_is_a_protocol_error_not_a_hang() {
     assert_eq!(err.kind(), ClientErrorKind::Protocol, "{err}");
     closer.join().unwrap();
 }
+
+#[test]
+fn host_header_is_the_urls_authority_with_ipv6_brackets_and_without_user_information() {
+    let server = Server::builder()
+        .serve("[::1]:0", |req: Request<Body>| {
+            let host = req.headers().get("host").map(|v| v.to_str().unwrap().to_owned());
+            Response::new(Body::from(host.unwrap_or_else(|| "no Host header".into())))
+        })
+        .unwrap();
+    let port = server.local_addr().port();
+    let client = Client::new();
+    let rt = runtime();
+    let hosts = rt.block_on(move || {
+        [format!("http://[::1]:{port}/"), format!("http://user:secret@[::1]:{port}/x?y")]
+            .iter()
+            .map(|url| {
+                let res = client.get(url).unwrap();
+                let status = res.status();
+                (status, res.into_body().text().unwrap())
+            })
+            .collect::<Vec<_>>()
+    });
+    let want = format!("[::1]:{port}");
+    assert_eq!(
+        hosts,
+        vec![(spindle_http::StatusCode::OK, want.clone()), (spindle_http::StatusCode::OK, want)]
+    );
+    server.shutdown();
+}

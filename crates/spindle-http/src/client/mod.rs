@@ -45,7 +45,11 @@ pub(crate) struct Key {
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = if self.https { "https" } else { "http" };
-        write!(f, "{scheme}://{}:{}", self.host, self.port)
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port) // an IPv6 address
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -365,16 +369,11 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
         Conn::H1 { mut sender, idle } => {
             // HTTP/1.1 wants the origin form and a Host header.
             if !req.headers().contains_key(HOST) {
-                let host = match req.uri().port_u16() {
-                    Some(port) => format!("{}:{port}", key.host),
-                    None => key.host.clone(),
-                };
-                if let Ok(value) = HeaderValue::from_str(&host) {
+                if let Some(value) = host_header(req.uri()) {
                     req.headers_mut().insert(HOST, value);
                 }
             }
-            let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
-            *req.uri_mut() = path.parse().expect("a path taken from a valid URI");
+            *req.uri_mut() = origin_form(req.uri());
             *req.version_mut() = Version::HTTP_11;
             let res = sender
                 .send_request(req)
@@ -397,6 +396,32 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
                 .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
             Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease)))))
         }
+    }
+}
+
+/// The Host header of a request for `uri`: its authority as written (an IPv6 host keeps
+/// its brackets, a port given stays), without any user information. One copy of the
+/// authority's bytes, no formatting.
+fn host_header(uri: &Uri) -> Option<HeaderValue> {
+    let authority = uri.authority()?.as_str();
+    // A byte scan: the authority is short, and `rsplit_once` costs a generic searcher.
+    let host = match authority.bytes().rposition(|b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    HeaderValue::from_str(host).ok()
+}
+
+/// `uri`'s origin form (path and query only), for an HTTP/1.1 request line: the parsed path
+/// is shared, not parsed again.
+fn origin_form(uri: &Uri) -> Uri {
+    match uri.path_and_query() {
+        Some(path) => {
+            let mut parts = hyper::http::uri::Parts::default();
+            parts.path_and_query = Some(path.clone());
+            Uri::from_parts(parts).expect("a path and query alone is a valid URI")
+        }
+        None => Uri::from_static("/"),
     }
 }
 

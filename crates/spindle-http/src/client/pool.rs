@@ -23,8 +23,8 @@
 //!   their own. An expired or closed one is forgotten by the next checkout, which opens
 //!   another.
 
-use std::collections::HashMap;
 use std::future::Future;
+use std::hash::RandomState;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -53,9 +53,19 @@ impl Host {
     }
 }
 
+/// Hosts by key. hashbrown for `entry_ref`: a checkout or a give-back finds its host
+/// without cloning the key (a `String` allocation a request otherwise); std's hasher, as
+/// `std::collections::HashMap` has.
+type Hosts = hashbrown::HashMap<Key, Host, RandomState>;
+
 #[derive(Default)]
 pub(crate) struct Pool {
-    hosts: Mutex<HashMap<Key, Host>>,
+    hosts: Mutex<Hosts>,
+}
+
+/// The entry of `key`'s host, made on first use (the key is cloned only then).
+fn host_of<'a>(hosts: &'a mut Hosts, key: &Key) -> &'a mut Host {
+    hosts.entry_ref(key).or_default()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -81,7 +91,7 @@ impl Pool {
         h2: bool,
     ) -> Poll<Checkout> {
         let mut hosts = lock(&self.hosts);
-        let host = hosts.entry(key.clone()).or_default();
+        let host = host_of(&mut hosts, key);
         if let Some((sender, idle)) = &host.h2 {
             if !sender.is_closed() && idle.take() {
                 let lease = Lease(idle.clone());
@@ -108,7 +118,7 @@ impl Pool {
     pub(crate) fn set_h2(&self, key: &Key, conn: &Conn) {
         if let Conn::H2 { sender, lease } = conn {
             let mut hosts = lock(&self.hosts);
-            let host = hosts.entry(key.clone()).or_default();
+            let host = host_of(&mut hosts, key);
             host.h2 = Some((sender.clone(), lease.0.clone()));
             host.opening_h2 = false;
             host.wake_all();
@@ -125,7 +135,7 @@ impl Pool {
         max_idle: usize,
     ) {
         let mut hosts = lock(&self.hosts);
-        let host = hosts.entry(key.clone()).or_default();
+        let host = host_of(&mut hosts, key);
         if host.idle.len() < max_idle && !sender.is_closed() {
             idle.release();
             host.idle.push((sender, idle));
