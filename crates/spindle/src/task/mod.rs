@@ -33,12 +33,12 @@
 //!   task's own `run`, on the spawner's worker, inside the spawner's poll, and leaves the task
 //!   where a queued poll would (done, waiting and in the live list, or queued again). It is
 //!   taken only when no other worker could have run the task sooner (a runtime of one
-//!   worker) and no other task waits on this one (it would go behind them: module
-//!   `sched::worker`, "breadth first under load"), from a task's poll (a fiber's spawn is queued: its budget is the fiber's, not
-//!   a poll's), with a unit of that poll's I/O budget, never inside another eager poll, and
-//!   never once its worker is shutting down (a spawn from a destructor then is cancelled
-//!   unpolled, as any): so the spawner's poll stays bounded and the worker's stack holds at
-//!   most two polls.
+//!   worker) and no other task waits on this one (it would overtake them: module
+//!   `sched::worker`, "batched tasks"), from a task's poll (a fiber's spawn is queued: its
+//!   budget is the fiber's, not a poll's), with a unit of that poll's I/O budget, never
+//!   inside another eager poll, and never once its worker is shutting down (a spawn from a
+//!   destructor then is cancelled unpolled, as any): so the spawner's poll stays bounded and
+//!   the worker's stack holds at most two polls.
 //! - **Pinned futures stay home.** A pinned task's future is dropped on its home thread (by its
 //!   poll, its abort, or its home's shutdown); should a pinned future still be alive when the
 //!   task is freed on another thread (its home thread died by a panic), it is leaked rather
@@ -128,9 +128,9 @@ where
 /// the task is queued), with no other task queued on it (the new task would overtake the
 /// waiting ones: it goes behind them), while that poll's I/O budget lasts (the eager poll
 /// takes a unit, and the eager task's socket operations spend the same budget, so a poll
-/// that spawns eagerly in a loop ends up queueing), and not inside another eager first poll. Otherwise, and from
-/// a fiber, this is [`spawn_async`]. Either way the task's later polls are queued as any
-/// task's, and its output goes to the [`JoinHandle`].
+/// that spawns eagerly in a loop ends up queueing), and not inside another eager first
+/// poll. Otherwise, and from a fiber, this is [`spawn_async`]. Either way the task's later
+/// polls are queued as any task's, and its output goes to the [`JoinHandle`].
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};

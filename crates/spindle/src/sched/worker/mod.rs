@@ -96,9 +96,8 @@
 //!   pinned or not) goes into the task slot, unless it is a batched task (below). The
 //!   previous occupant goes to the back of its queue. Everything else keeps FIFO order:
 //!   spawns, yields (`yield_now`, a task waking itself during its poll), remote wake-ups
-//!   (inboxes, injector), and wake-ups the reactor
-//!   dispatches (timers, epoll; the `dispatching` flag), so that a batch of readiness runs in
-//!   arrival order. The next fiber to run is the fiber slot's, and the next task to poll the
+//!   (inboxes, injector), and wake-ups the reactor dispatches (timers, epoll; the
+//!   `dispatching` flag), so that a batch of readiness runs in arrival order. The next fiber to run is the fiber slot's, and the next task to poll the
 //!   task slot's, unless `LIFO_CAP` (3) runs in a row came from that slot: then its occupant
 //!   goes to the back of its queue and the queue's front runs. So a ping-pong pair gets at
 //!   most 3 hand-offs before the rest of the queue runs, and `run_tasks` does not count slot
@@ -118,9 +117,8 @@
 //!   are batched: under load the queue then runs in phases (every ready connection's poll,
 //!   then every stream's, ...), each phase's code staying in the instruction cache across
 //!   the connections, where the LIFO slot (and the streams' eager first polls) ran each
-//!   request's whole path (for HTTP/2, hyper's
-//!   and h2's ~30,000 instructions over more code than the 32 KiB L1 instruction cache
-//!   holds) once per request (docs/ARCHITECTURE.md, "HTTP/2"). Other tasks keep the slot: a
+//!   request's whole path (for HTTP/2, hyper's and h2's ~30,000 instructions over more code
+//!   than the 32 KiB L1 instruction cache holds) once per request (docs/ARCHITECTURE.md, "HTTP/2"). Other tasks keep the slot: a
 //!   message's receiver behind 16 busy tasks answers 3x sooner with it.
 
 mod cancel;

@@ -2,8 +2,7 @@
 //! live list, polling them, and stealing from other workers when idle.
 //!
 //! Invariants: the module `sched::worker` doc's "where tasks wait", "LIFO slots" and
-//! "batched tasks"; the
-//! tasks' own rules are module `task`'s; **busy with tasks, still reading the reactor**: a
+//! "batched tasks"; the tasks' own rules are module `task`'s; **busy with tasks, still reading the reactor**: a
 //! worker that keeps polling tasks without reaching its idle pass (tasks that keep waking
 //! each other or themselves) looks at its reactor and fires its due timers every
 //! `BUSY_POLL_INTERVAL` task polls, as it does every that many fiber switches (module
@@ -131,13 +130,13 @@ impl Worker {
     /// Polls a task that was just spawned, at once, inside the running task's poll, when that
     /// takes nothing from anyone (module `task`, "eager first polls"): this runtime has one
     /// worker (no other worker could have taken the task from the queue), no other task waits
-    /// on it (the new task would otherwise go behind them), the
-    /// caller is a task's poll on it (not a fiber), the poll's I/O budget has a unit left,
-    /// which the eager poll takes (a poll that spawns eagerly in a loop ends up queueing), and
-    /// no eager poll is under way (they do not nest: the worker's stack holds at most two
-    /// polls), and the worker is not shutting down (a task spawned from a destructor during
-    /// shutdown is queued and cancelled unpolled, as `spawn_async`'s). True if it polled the
-    /// task; false if the caller must queue it, as a task still `SCHEDULED`.
+    /// on it (the new task would otherwise overtake them), the caller is a task's poll on it
+    /// (not a fiber), the poll's I/O budget has a unit left, which the eager poll takes (a
+    /// poll that spawns eagerly in a loop ends up queueing), no eager poll is under way (they
+    /// do not nest: the worker's stack holds at most two polls), and the worker is not
+    /// shutting down (a task spawned from a destructor during shutdown is queued and
+    /// cancelled unpolled, as `spawn_async`'s). True if it polled the task; false if the
+    /// caller must queue it, as a task still `SCHEDULED`.
     pub(crate) fn poll_eager(&self, task: &TaskRef) -> bool {
         if self.rt.workers.len() != 1
             || self.tasks.has_queued()
