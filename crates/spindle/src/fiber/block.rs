@@ -80,8 +80,8 @@ unsafe impl<T: Send> Send for OutputRef<T> {}
 unsafe impl<T: Send> Sync for OutputRef<T> {}
 
 /// The memory of a new fiber's block, taken before the fiber's closure is moved: every call
-/// that might unwind (the stack, the block, the allocator) happens before, so the closure
-/// moves once, from where its spawner built it into the block ([`Vacant::fill`]). Built
+/// that might unwind or fail (the block, the allocator, the stack) happens before, so the
+/// closure moves once, from where its spawner built it into the block ([`Building::fill`]). Built
 /// through a `make` closure after the block was taken, a server's request handler was copied
 /// three more times on the way (~170 instructions): the closure that captured it was live on
 /// the unwinding path of the block's allocation.
@@ -99,10 +99,39 @@ impl<S> Vacant<S> {
         Vacant { raw: raw.cast() }
     }
 
-    /// Builds the cell in the block: the header by `header` (in place: a header built on the
-    /// stack and copied cost ~50 instructions), the stage by `write_stage(stage, input)`,
-    /// which writes it at the pointer it is given; returns the cell's run reference and its
-    /// handle's.
+    /// Writes the cell's header, built by `header` (in place: a header built on the stack
+    /// and copied cost ~50 instructions). The stage follows with [`Building::fill`], once
+    /// whatever else might fail (the fiber's stack, written into the header) has succeeded.
+    #[inline(always)]
+    pub(crate) fn write_header(self, header: impl FnOnce() -> Header) -> Building<S> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
+        // memory"), which nothing else points to: the header is written here, before anything
+        // reads the cell. The header's count starts at 2 (`Count::new`).
+        unsafe { std::ptr::addr_of_mut!((*raw.as_ptr()).header).write(header()) };
+        Building { raw }
+    }
+}
+
+/// A block whose header is written and whose stage is not yet ([`Vacant::write_header`]).
+/// Dropped (a spawn that failed after the header, when no stack could be had), it drops the
+/// header and gives the memory back to the cache.
+pub(crate) struct Building<S> {
+    raw: NonNull<FiberCell<S>>,
+}
+
+impl<S> Building<S> {
+    /// The header written by [`Vacant::write_header`], still owned by the builder alone.
+    #[inline(always)]
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: the header is initialised (`write_header`), and nothing else points to the
+        // cell until `fill` hands out its references.
+        unsafe { &*std::ptr::addr_of!((*self.raw.as_ptr()).header) }
+    }
+
+    /// Writes the stage by `write_stage(stage, input)`, which writes it at the pointer it is
+    /// given; returns the cell's run reference and its handle's.
     ///
     /// # Safety
     ///
@@ -110,25 +139,27 @@ impl<S> Vacant<S> {
     #[inline(always)]
     pub(crate) unsafe fn fill<A, T>(
         self,
-        header: impl FnOnce() -> Header,
         input: A,
         write_stage: impl FnOnce(*mut S, A),
     ) -> (FiberRef, OutputRef<T>)
     where
         S: Stage + Output<T> + 'static,
     {
-        let raw = self.raw.as_ptr();
+        let raw = self.raw;
         std::mem::forget(self);
-        // SAFETY: `raw` is fresh memory of `FiberCell<S>`'s layout ("a freed block is plain
-        // memory"), which nothing else points to: both fields are written here, before
-        // anything reads the cell. The header's count starts at 2 (`Count::new`).
-        unsafe { std::ptr::addr_of_mut!((*raw).header).write(header()) };
-        // SAFETY: as above (the stage's field of the same fresh cell), which `write_stage`
-        // writes whole (the caller's contract).
-        write_stage(unsafe { std::ptr::addr_of_mut!((*raw).stage) }, input);
-        // SAFETY: from a `NonNull` above.
-        let raw = unsafe { NonNull::new_unchecked(raw) };
+        // SAFETY: the stage's field of the cell whose header `write_header` wrote, which
+        // nothing else points to yet; `write_stage` writes it whole (the caller's contract).
+        write_stage(unsafe { std::ptr::addr_of_mut!((*raw.as_ptr()).stage) }, input);
         (FiberRef { ptr: raw }, OutputRef { ptr: raw })
+    }
+}
+
+impl<S> Drop for Building<S> {
+    fn drop(&mut self) {
+        // SAFETY: the header is initialised and owned by us alone (see `header`); it is
+        // dropped once, here, and the memory is then plain memory again.
+        unsafe { std::ptr::drop_in_place(std::ptr::addr_of_mut!((*self.raw.as_ptr()).header)) };
+        put(self.raw.cast::<u8>(), Layout::new::<FiberCell<S>>());
     }
 }
 
@@ -162,7 +193,7 @@ impl FiberRef {
     ///
     /// # Safety
     ///
-    /// `stage` points at the `stage` field of a live `FiberCell<S>` made by [`Vacant::fill`],
+    /// `stage` points at the `stage` field of a live `FiberCell<S>` made by [`Building::fill`],
     /// which the caller holds a reference to.
     pub(crate) unsafe fn from_stage<S: Stage + 'static>(stage: *const S) -> FiberRef {
         let offset = std::mem::offset_of!(FiberCell<S>, stage);

@@ -417,7 +417,7 @@ where
 
     fn fiber_ref(&self) -> FiberRef {
         // SAFETY: every StageImpl lives as the `stage` field of a cell made by
-        // `block::Vacant::fill` (fiber::Builder::build_with), which the caller's handle keeps
+        // `block::Building::fill` (fiber::Builder::build_with), which the caller's handle keeps
         // alive.
         unsafe { FiberRef::from_stage(self) }
     }

@@ -81,12 +81,12 @@ where
     T: Send + 'static,
 {
     let target = builder.target_worker();
-    let (fiber, handle) = builder.build(f, rt.config.stack_size, target.is_some(), None)?;
+    let (fiber, output) = builder.build(f, rt.config.stack_size, target.is_some(), None)?;
     match target {
         Some(i) => rt.place_pinned(i, fiber),
         None => rt.inject_fiber(fiber),
     }
-    Ok(handle)
+    Ok(JoinHandle::new(output))
 }
 
 /// What a runtime offers besides its workers: the blocking pool and the shutdown token.

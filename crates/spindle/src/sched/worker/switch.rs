@@ -64,9 +64,17 @@ impl Worker {
 
     /// A stack of `len` bytes from this worker's pool, with an error that says what failed.
     pub(crate) fn alloc_stack(&self, len: usize) -> io::Result<crate::fiber::stack::Stack> {
-        self.pool.borrow_mut().get(len).map_err(|err| {
-            io::Error::new(err.kind(), format!("could not allocate a {len} byte fiber stack: {err}"))
-        })
+        self.pool.borrow_mut().get(len).map_err(|err| stack_error(len, err))
+    }
+
+    /// [`alloc_stack`](Self::alloc_stack) into `into` (a new fiber's header, empty), in place.
+    #[inline]
+    pub(crate) fn alloc_stack_into(
+        &self,
+        len: usize,
+        into: &std::cell::Cell<Option<crate::fiber::stack::Stack>>,
+    ) -> io::Result<()> {
+        self.pool.borrow_mut().get_into(len, into).map_err(|err| stack_error(len, err))
     }
 
     /// Makes `fiber` ready to be switched to: on its first run, gives it a stack and an owner.
@@ -258,9 +266,7 @@ impl Worker {
     fn recycle(&self, done: Option<FiberRef>) {
         if let Some(done) = done {
             done.header.san.destroy_fiber();
-            if let Some(stack) = done.header.stack.take() {
-                self.pool.borrow_mut().put(stack);
-            }
+            self.pool.borrow_mut().put_from(&done.header.stack);
             let slot = done.header.slot.get();
             if slot != usize::MAX {
                 self.registry.borrow_mut().remove(slot);
@@ -393,6 +399,12 @@ impl Worker {
         self.switch_away_inline(save, header, None);
         unreachable!("a finished fiber was resumed");
     }
+}
+
+/// The error of a fiber stack that could not be had, saying what failed.
+#[cold]
+fn stack_error(len: usize, err: io::Error) -> io::Error {
+    io::Error::new(err.kind(), format!("could not allocate a {len} byte fiber stack: {err}"))
 }
 
 /// Queues a fiber that its waker has just moved out of `PARKED` (module `park`, "one
