@@ -81,10 +81,10 @@ unsafe impl<T: Send> Sync for OutputRef<T> {}
 
 /// The memory of a new fiber's block, taken before the fiber's closure is moved: every call
 /// that might unwind or fail (the block, the allocator, the stack) happens before, so the
-/// closure moves once, from where its spawner built it into the block ([`Building::fill`]). Built
-/// through a `make` closure after the block was taken, a server's request handler was copied
-/// three more times on the way (~170 instructions): the closure that captured it was live on
-/// the unwinding path of the block's allocation.
+/// closure moves once, from where its spawner built it into the block ([`Building::fill`]).
+/// Built through a `make` closure after the block was taken, a server's request handler was
+/// copied three more times on the way (~170 instructions): the closure that captured it was
+/// live on the unwinding path of the block's allocation.
 pub(crate) struct Vacant<S> {
     raw: NonNull<FiberCell<S>>,
 }

@@ -149,23 +149,24 @@ impl StackPool {
         Ok(stack)
     }
 
-    /// Returns a free stack to the pool (tests; the scheduler uses [`put_from`](Self::put_from)):
-    /// no system call, except that once more than
-    /// `max(max_cached, keep_warm) + RELEASE_BATCH` stacks were released since the pool last
-    /// looked, the pages of the stacks that stayed free all that while (beyond `keep_warm`)
-    /// are given back in one batch ([`release_unused_pages`](Self::release_unused_pages)). A
-    /// busy worker that spawns the same burst again and again (the fibers suite's warm case)
-    /// keeps the pages of the stacks it cycles through, whatever their number.
+    /// [`put_from`](Self::put_from) for a stack held by value (tests).
     #[cfg(test)]
     pub(crate) fn put(&mut self, stack: Stack) {
         self.put_from(&Cell::new(Some(stack)));
     }
 
-    /// Returns the stack held in `from` (a finished fiber's header), if any, to the pool as
-    /// [`put`](Self::put) says, leaving `from` empty. The stack moves from there into the hot slot in one exchange:
-    /// taken out and put back, it was copied through a temporary with mismatched widths, and
-    /// the reloads waited for the stores they only partly overlapped (store-to-load forwarding
-    /// fails then), about 5 ns per fiber.
+    /// Returns the stack held in `from` (a finished fiber's header), if any, to the pool,
+    /// leaving `from` empty: no system call, except that once more than
+    /// `max(max_cached, keep_warm) + RELEASE_BATCH` stacks were released since the pool last
+    /// looked, the pages of the stacks that stayed free all that while (beyond `keep_warm`)
+    /// are given back in one batch ([`release_unused_pages`](Self::release_unused_pages)). A
+    /// busy worker that spawns the same burst again and again (the fibers suite's warm case)
+    /// keeps the pages of the stacks it cycles through, whatever their number.
+    ///
+    /// The stack moves from `from` into the hot slot in one exchange: taken out and put back,
+    /// it was copied through a temporary with mismatched widths, and the reloads waited for
+    /// the stores they only partly overlapped (store-to-load forwarding fails then), about
+    /// 5 ns per fiber.
     #[inline]
     pub(crate) fn put_from(&mut self, from: &Cell<Option<Stack>>) {
         // SAFETY: `Cell` hands out no references, and none into `from` is alive: reading its

@@ -23,7 +23,8 @@
 //!   code, so both contexts of every switch already hold the same, default, words. Saving
 //!   them anyway (`stmxcsr`, ~5 ns here, and a reload when they differed) cost about 12% of a
 //!   spawn + 2 switches + join. Go's scheduler does not save them either. Debug builds check
-//!   the rule at every switch ([`check_float_env`]) and panic with a message saying so.
+//!   the rule at every switch ([`check_float_env`]): words left changed are reset to the
+//!   defaults and reported.
 //!
 //! Layout of a suspended context, as `switch` leaves it (addresses grow upwards):
 //!
@@ -55,8 +56,9 @@ use super::EntryFn;
 /// Bytes that [`init_stack`] writes below the top of a fresh stack.
 pub(crate) const INIT_FRAME_BYTES: usize = 32;
 
-/// The ABI's initial MXCSR control bits (checked in debug builds): all exceptions masked, round to nearest, no
-/// flush-to-zero or denormals-are-zero (bits 0-5 are status flags, not compared).
+/// The ABI's initial MXCSR control bits (checked in debug builds): all exceptions masked,
+/// round to nearest, no flush-to-zero or denormals-are-zero (bits 0-5 are status flags, not
+/// compared).
 #[cfg(debug_assertions)]
 const DEFAULT_MXCSR: u32 = 0x1F80;
 /// The ABI's initial x87 control word: all exceptions masked, 64-bit precision, nearest.
