@@ -26,7 +26,7 @@
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -80,9 +80,13 @@ pub(crate) struct Header {
     owner: AtomicPtr<WorkerShared>,
     /// Completion and the joiner's waiter (module `park::completion`).
     pub(crate) join: Completion,
-    /// Set before publication for a `spawn_local` fiber: it starts on the worker that spawned
-    /// it and is never shared with other workers, even before its first run.
-    pub(crate) pinned: bool,
+    /// Set before publication for a `spawn_local` fiber (or one placed on a chosen worker): it
+    /// starts on the worker it was queued on and is never shared with other workers, even
+    /// before its first run. Also set later by that worker's own thread for an unstarted fiber
+    /// in its local run queue that a fiber of the worker joins (`Worker::keeps_for_join`):
+    /// only that thread can move such a fiber, so the flag is read and written by one thread
+    /// at a time, with the queue's hand-overs in between (relaxed suffices).
+    pinned: AtomicBool,
 }
 
 // SAFETY: the Cell and UnsafeCell fields follow the invariants of the module doc: owner-only
@@ -111,8 +115,21 @@ impl Header {
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
             join: Completion::new(),
-            pinned: false,
+            pinned: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the fiber is pinned to the worker it is queued on (see the field).
+    #[inline]
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Relaxed)
+    }
+
+    /// Pins the fiber to the worker it is queued on: by its spawner before publication, or by
+    /// that worker's thread while the unstarted fiber sits in its local run queue.
+    #[inline]
+    pub(crate) fn pin(&self) {
+        self.pinned.store(true, Ordering::Relaxed);
     }
 
     /// Whether the fiber has run (it has an owner worker from its first run on).

@@ -11,7 +11,7 @@ use super::block::OutputRef;
 use super::FiberId;
 use crate::error::{CancelReason, JoinError};
 use crate::park::completion::Joiner;
-use crate::sched::caller::blocking_caller;
+use crate::sched::caller::{blocking_caller, Caller};
 
 /// Owns the right to wait for a fiber and take its result, like `std::thread::JoinHandle`.
 /// Dropping it detaches the fiber.
@@ -46,8 +46,15 @@ impl<T> JoinHandle<T> {
     /// there, or join from a fiber.
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
-        blocking_caller("join");
-        self.cell.header.join.join(&self.joiner, "join");
+        let header = &self.cell.header;
+        match blocking_caller("join") {
+            // A fiber that can only run on the joiner's worker completes on this thread:
+            // the cheaper wait (module `park::completion`, "a joiner at home").
+            Caller::Fiber(worker) if worker.keeps_for_join(header) => {
+                header.join.join_at_home(&self.joiner, worker, "join")
+            }
+            _ => header.join.join(&self.joiner, "join"),
+        }
         self.take()
     }
 

@@ -226,8 +226,10 @@ impl Builder {
         let name = self.name.map(String::into_boxed_str);
         let id = FiberId::next().0;
         let building = block::Vacant::<StageImpl<J, T>>::take().write_header(move || {
-            let mut header = Header::new(id, name, stack_size);
-            header.pinned = pinned;
+            let header = Header::new(id, name, stack_size);
+            if pinned {
+                header.pin();
+            }
             header
         });
         if let Some(worker) = worker {

@@ -55,6 +55,7 @@ use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
+use crate::fiber::block::FiberPtr;
 use crate::fiber::control::FiberRef;
 use crate::loom::AtomicU8;
 use crate::sched::caller::{blocking_caller, Caller};
@@ -68,6 +69,35 @@ pub(crate) enum Waiter {
     Thread(Thread),
     /// A future's waker (an async task, or a fiber in `block_on`/`select!`).
     Task(Waker),
+    /// A fiber of the waking party's own worker, uncounted: see [`HomeFiber`].
+    Home(HomeFiber),
+}
+
+/// A joiner that waits for a fiber which can only run on the joiner's own worker (module
+/// `park::completion`, "a joiner at home"): an uncounted pointer to the joining fiber's cell.
+/// A counted [`FiberRef`] cost two atomic read-modify-writes a join (its clone and its drop).
+///
+/// Sound because the waking party runs on the joiner's thread, so the joiner cannot finish
+/// meanwhile: it leaves its join only after the wake-up (which runs to its end without a
+/// switch) or, unwinding, after taking the pointer back ([`Completion::join_at_home`]'s guard).
+///
+/// [`Completion::join_at_home`]: completion::Completion::join_at_home
+#[derive(Debug)]
+pub(crate) struct HomeFiber(FiberPtr);
+
+// SAFETY: a `HomeFiber` is made, stored, taken and used on one thread (the joiner's worker,
+// where the joined fiber runs: see the type's doc); it crosses no thread. `Send` and `Sync` only
+// let it sit in the join word, which holds the other waiters too.
+unsafe impl Send for HomeFiber {}
+// SAFETY: as above.
+unsafe impl Sync for HomeFiber {}
+
+impl HomeFiber {
+    /// The running fiber of `worker`.
+    #[inline]
+    pub(crate) fn current(worker: &Worker) -> HomeFiber {
+        HomeFiber(worker.current_fiber_ptr().expect("a join at home from outside a fiber"))
+    }
 }
 
 impl Waiter {
@@ -91,6 +121,13 @@ impl Waiter {
             Waiter::Fiber(fiber) => unpark(fiber),
             Waiter::Thread(thread) => thread.unpark(),
             Waiter::Task(waker) => waker.wake_by_ref(),
+            Waiter::Home(HomeFiber(ptr)) => {
+                // SAFETY: the joining fiber is alive ("a joiner at home": it cannot have left
+                // its join while this waiter is registered); the reference made here is not
+                // dropped, so no count is given up that was not taken.
+                let fiber = std::mem::ManuallyDrop::new(unsafe { FiberRef::from_raw(*ptr) });
+                unpark(&fiber)
+            }
         }
     }
 

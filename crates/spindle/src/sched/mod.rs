@@ -145,7 +145,7 @@ impl RuntimeShared {
     /// Places a new pinned fiber on worker `index % workers`: **queue** when that is the
     /// calling worker, else **send**.
     pub(crate) fn place_pinned(&self, index: usize, fiber: FiberRef) {
-        debug_assert!(fiber.header.pinned && !fiber.header.started());
+        debug_assert!(fiber.header.is_pinned() && !fiber.header.started());
         let target = &self.workers[index % self.workers.len()];
         match worker::current() {
             Some(w) if Arc::ptr_eq(&w.shared, target) => w.queue_fiber(fiber, Queued::Back),

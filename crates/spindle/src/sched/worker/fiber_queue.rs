@@ -6,10 +6,11 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::lifo::LifoSlot;
 use super::{Queued, Worker};
-use crate::fiber::control::FiberRef;
+use crate::fiber::control::{FiberRef, Header};
 use crate::sched::metrics::bump;
 
 /// The run queue and the fiber LIFO slot.
@@ -61,10 +62,34 @@ impl Worker {
     /// idle worker.
     pub(crate) fn place_new(&self, fiber: FiberRef) {
         // The local checks first: the idle set is shared by all workers.
-        if !fiber.header.pinned && !self.fibers.queue.borrow().is_empty() && self.rt.has_idle_workers() {
+        if !fiber.header.is_pinned() && !self.fibers.queue.borrow().is_empty() && self.rt.has_idle_workers() {
             self.rt.inject_fiber(fiber);
         } else {
             self.queue_fiber(fiber, Queued::Back);
+        }
+    }
+
+    /// Whether the fiber of `header`, which a fiber of this worker is about to join, can
+    /// only ever run on this worker's thread from now on, so that its completion cannot race
+    /// the join (module `park::completion`, "a joiner at home"): it started here (started
+    /// fibers stay home), or it has not started and is the newest fiber of this worker's run
+    /// queue (the spawn just before a join), which only this thread can move and which is
+    /// pinned here now. A fiber elsewhere (the injector, another worker) gives false.
+    #[inline]
+    pub(crate) fn keeps_for_join(&self, header: &Header) -> bool {
+        let owner = header.owner_ptr();
+        if !owner.is_null() {
+            return std::ptr::eq(owner, Arc::as_ptr(&self.shared));
+        }
+        let queue = self.fibers.queue.borrow();
+        match queue.back() {
+            Some(newest) if std::ptr::eq(&newest.header, header) => {
+                // Only `balance` (on this thread) could hand it to the injector, and it keeps
+                // pinned fibers: the fiber starts here.
+                header.pin();
+                true
+            }
+            _ => false,
         }
     }
 
@@ -120,7 +145,7 @@ impl Worker {
             let mut kept = VecDeque::new();
             while give > 0 {
                 let Some(f) = queue.pop_back() else { break };
-                if f.header.started() || f.header.pinned {
+                if f.header.started() || f.header.is_pinned() {
                     // Started fibers never move ("fibers stay home"), nor do spawn_local ones.
                     kept.push_front(f);
                 } else {

@@ -31,6 +31,12 @@ impl Worker {
         unsafe { (*self.current.as_ptr()).is_some() }
     }
 
+    /// The running fiber's cell, uncounted, if a fiber is running.
+    #[inline]
+    pub(crate) fn current_fiber_ptr(&self) -> Option<crate::fiber::block::FiberPtr> {
+        self.with_current(|f| f.map(FiberRef::as_ptr))
+    }
+
     /// The running fiber, if a fiber is running.
     #[inline]
     pub(crate) fn current_fiber(&self) -> Option<FiberRef> {
