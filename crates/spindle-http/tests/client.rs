@@ -328,3 +328,76 @@ fn host_header_is_the_urls_authority_with_ipv6_brackets_and_without_user_informa
     );
     server.shutdown();
 }
+
+/// The client's pooled host records, polled until `want` holds or 10 s pass.
+fn pooled_hosts(client: &Client, want: impl Fn(usize) -> bool) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = client.pooled_hosts();
+        if want(n) || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pool forgets a host once nothing of it is left (no connection open, being opened or
+/// idle, no request waiting): a crawler that visits thousands of hosts keeps no record for
+/// each host it no longer talks to. Connections end every way here: the client's idle timeout
+/// (HTTP/1.1 and the shared HTTP/2 connection), the server closing each connection after its
+/// response, and a refused connect. A host with a live connection keeps its record.
+#[test]
+fn the_pool_forgets_a_host_once_its_connections_are_gone() {
+    const HOSTS: usize = 50;
+    // One server on every local address: 127.0.0.N are distinct pool keys for one server.
+    let server = Server::builder()
+        .serve("0.0.0.0:0", |req: Request<Body>| {
+            let mut res = Response::new(Body::from("ok"));
+            if req.uri().path() == "/close" {
+                res.headers_mut()
+                    .insert("connection", spindle_http::header::HeaderValue::from_static("close"));
+            }
+            res
+        })
+        .unwrap();
+    let port = server.local_addr().port();
+    let rt = runtime();
+    let visit = |client: &Client, path: &'static str| {
+        let client = client.clone();
+        rt.block_on(move || {
+            for n in 1..=HOSTS {
+                let res = client.get(&format!("http://127.0.0.{n}:{port}{path}")).unwrap();
+                assert_eq!(res.into_body().text().unwrap(), "ok");
+            }
+        });
+    };
+
+    // Idle connections live (90 s idle timeout): one record per host, and they stay.
+    let client = Client::new();
+    visit(&client, "/");
+    assert_eq!(client.pooled_hosts(), HOSTS, "a host with an idle connection lost its record");
+    // The server closes every connection after its response.
+    let client = Client::new();
+    visit(&client, "/close");
+    assert_eq!(pooled_hosts(&client, |n| n == 0), 0, "hosts whose connections the server closed");
+    // The client's idle timeout closes them, HTTP/1.1 and HTTP/2.
+    for h2 in [false, true] {
+        let client =
+            Client::builder().http2_prior_knowledge(h2).idle_timeout(Duration::from_millis(50)).build();
+        visit(&client, "/");
+        assert_eq!(pooled_hosts(&client, |n| n == 0), 0, "hosts whose idle connections expired (h2: {h2})");
+    }
+    // A connect that fails leaves nothing behind.
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let client = Client::new();
+    let c = client.clone();
+    rt.block_on(move || {
+        for n in 1..=10 {
+            let err = c.get(&format!("http://127.0.0.{n}:{closed_port}/")).unwrap_err();
+            assert_eq!(err.kind(), ClientErrorKind::Connect, "{err}");
+        }
+    });
+    assert_eq!(pooled_hosts(&client, |n| n == 0), 0, "hosts whose connect failed");
+    drop(rt);
+    server.shutdown();
+}

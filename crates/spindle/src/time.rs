@@ -7,6 +7,12 @@
 //! In a fiber, [`sleep`] parks the fiber; on a plain thread it is `std::thread::sleep`. The
 //! futures [`Sleep`] and [`Timeout`] register with the worker that polls them; polling them
 //! outside a spindle worker panics with a message saying so.
+//!
+//! A duration too long for an `Instant` (`Duration::MAX`) means "never": the deadline becomes
+//! `NEVER` from now (about 35,000 years), which no process lives to see, instead of an
+//! overflow panic. The wheel fires a timer at its own deadline however far away it is, never
+//! before (module `reactor::wheel`), so a waiter whose timer fired may take its deadline as
+//! passed: [`Sleep`], [`sleep`] and socket waits arm one timer per wait and rely on that.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +23,8 @@ use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::sched::worker::TimerHandle;
 
-/// Suspends the caller for at least `duration`: parks the fiber, or sleeps the thread.
+/// Suspends the caller for at least `duration` (`Duration::MAX`: forever, see the module doc):
+/// parks the fiber, or sleeps the thread.
 ///
 /// # Panics
 ///
@@ -25,7 +32,23 @@ use crate::sched::worker::TimerHandle;
 /// [`sleep_future`]`(duration).await` there.
 #[track_caller]
 pub fn sleep(duration: Duration) {
-    sleep_until(Instant::now() + duration);
+    sleep_until(deadline_after(duration));
+}
+
+/// How far from now a deadline lies whose duration is too long for an `Instant`: about 35,000
+/// years, so that code may still add to it.
+const NEVER: Duration = Duration::from_secs(1 << 40);
+
+/// The deadline `duration` from now, or `NEVER` from now if that is too far for an
+/// `Instant` (see the module doc). For the blocking waits that take an `Option`, where `None`
+/// means "no deadline", use `park::wait::deadline_in` instead.
+pub(crate) fn deadline_after(duration: Duration) -> Instant {
+    deadline_from(Instant::now(), duration)
+}
+
+/// [`deadline_after`] from a given `now`.
+pub(crate) fn deadline_from(now: Instant, duration: Duration) -> Instant {
+    now.checked_add(duration).unwrap_or_else(|| now + NEVER)
 }
 
 /// Suspends the caller until `deadline` (returns at once if it has passed).
@@ -79,7 +102,7 @@ where
     if let Caller::Thread = blocking_caller("timeout_fiber") {
         panic!("spindle::time::timeout_fiber called outside a spindle runtime");
     }
-    let deadline = Instant::now() + duration;
+    let deadline = deadline_after(duration);
     let handle = crate::spawn(op);
     if !handle.wait_until(deadline) {
         handle.cancel();
@@ -99,9 +122,10 @@ pub struct Sleep {
     timer: Option<(TimerHandle, std::task::Waker)>,
 }
 
-/// A future that completes after `duration`.
+/// A future that completes after `duration` (never, for a duration too long for an
+/// `Instant`: see the module doc).
 pub fn sleep_future(duration: Duration) -> Sleep {
-    sleep_until_future(Instant::now() + duration)
+    sleep_until_future(deadline_after(duration))
 }
 
 /// A future that completes at `deadline`.

@@ -120,6 +120,15 @@ fn answers_are_cached_for_their_ttl_and_failures_are_not() {
         uncached.lookup("svc.test").unwrap();
     });
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // A TTL too long for an `Instant` keeps the name for good (no overflow panic).
+    let calls = Arc::new(AtomicUsize::new(0));
+    let for_good = counting_resolver(&calls).ttl(Duration::MAX);
+    rt.block_on(move || {
+        for_good.lookup("svc.test").unwrap();
+        for_good.lookup("svc.test").unwrap();
+    });
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -173,6 +173,31 @@ fn read_and_accept_timeouts_fire_and_the_fiber_stays_usable() {
     });
 }
 
+/// Timeouts too long for an `Instant` mean "no limit": a connect, an accept and a read with
+/// such a timeout wait for their event, with no overflow panic.
+#[test]
+fn timeouts_too_long_for_an_instant_wait_for_the_event() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // The handshake completes in the listener's backlog, before any accept.
+        let mut client = TcpStream::connect_timeout(&addr, Duration::MAX).unwrap();
+        listener.set_accept_timeout(Some(Duration::MAX)).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        let writer = spindle::spawn(move || {
+            spindle::time::sleep(Duration::from_millis(5));
+            client.write_all(b"late").unwrap();
+            client
+        });
+        conn.set_read_timeout(Some(Duration::MAX)).unwrap();
+        let mut buf = [0u8; 4];
+        conn.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"late");
+        drop(writer.join().unwrap());
+    });
+}
+
 #[test]
 fn accept_under_fd_exhaustion_returns_emfile_and_recovers() {
     // Runs in a child process: it lowers its own descriptor limit.

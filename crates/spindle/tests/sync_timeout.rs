@@ -29,6 +29,28 @@ fn channel_recv_timeout_times_out_then_receives() {
     });
 }
 
+/// A timeout too long for an `Instant` waits for good: the value sent later is received, no
+/// overflow panic and no early timeout.
+#[test]
+fn timeouts_too_long_for_an_instant_wait_for_the_value() {
+    in_fiber_and_thread(|| {
+        let forever = Duration::from_secs(u64::MAX);
+        let (tx, rx) = channel::<u32>(1);
+        let (otx, orx) = oneshot::<u32>();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(SHORT);
+            tx.send(9).unwrap();
+            otx.send(10).unwrap();
+            tx
+        });
+        assert_eq!(rx.recv_timeout(forever), Ok(9));
+        assert_eq!(orx.recv_timeout(Duration::MAX), Ok(10));
+        let tx = sender.join().unwrap();
+        tx.send_timeout(11, Duration::MAX).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::MAX), Ok(11));
+    });
+}
+
 #[test]
 fn channel_send_timeout_gives_the_value_back() {
     in_fiber_and_thread(|| {

@@ -193,3 +193,31 @@ fn a_sleep_future_polled_spuriously_still_ends_at_its_deadline_and_not_before() 
         assert!(Instant::now() >= deadline);
     }
 }
+
+/// A duration too long for an `Instant` (`Duration::MAX`) means "never": no overflow panic,
+/// and the timer never ends anything early. A sleep that long loses every race, a timeout that
+/// long lets its work finish, a fiber sleeping that long sleeps until it is cancelled.
+#[test]
+fn durations_too_long_for_an_instant_mean_never() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(|| {
+        let won = spindle::task::block_on(async {
+            spindle::select_async! {
+                _ = sleep_future(Duration::MAX) => "forever",
+                _ = sleep_future(Duration::from_millis(5)) => "short",
+            }
+        });
+        assert_eq!(won, "short");
+        assert_eq!(
+            spindle::task::block_on(timeout(Duration::MAX, sleep_future(Duration::from_millis(5)))),
+            Ok(())
+        );
+        assert_eq!(spindle::time::timeout_fiber(Duration::MAX, || 8), Ok(8));
+        let sleeper = spindle::spawn(|| sleep(Duration::MAX));
+        sleep(Duration::from_millis(5));
+        assert!(!sleeper.is_finished(), "a sleep of Duration::MAX ended");
+        sleeper.cancel();
+        assert!(sleeper.join().unwrap_err().is_cancelled());
+    });
+    assert!(rt.shutdown_timeout(Duration::MAX), "nothing was in flight");
+}

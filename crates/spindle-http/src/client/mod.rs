@@ -288,6 +288,13 @@ impl Client {
         ClientBuilder::new()
     }
 
+    /// How many hosts the connection pool keeps a record for: the hosts with a connection open
+    /// or being opened. For tests: not part of the API.
+    #[doc(hidden)]
+    pub fn pooled_hosts(&self) -> usize {
+        self.inner.pool.hosts()
+    }
+
     /// `GET url`, blocking style (see [`Client::request`]).
     pub fn get(&self, url: &str) -> Result<Response<Body>, Error> {
         let uri: Uri = url.parse().map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url:?}: {e}")))?;

@@ -22,12 +22,24 @@
 //!   while it is being opened, other checkouts for the host wait for it instead of opening
 //!   their own. An expired or closed one is forgotten by the next checkout, which opens
 //!   another.
+//! - **Forgotten when empty**: a host has an entry exactly while `open > 0`. The checkout
+//!   that takes its first slot makes it ([`Pool::poll_checkout`]: a checkout leaves with a
+//!   slot, a live connection, or queued behind a slot taken); the [`OpenGuard`] drop that
+//!   releases its last slot removes it. Then every idle or HTTP/2 sender it holds belongs to a
+//!   connection whose driver has ended, and its waiters were just woken (they make a new
+//!   entry). Nothing else makes one: a give-back ([`Pool::put`]) or an HTTP/2 registration
+//!   ([`Pool::set_h2`]) that finds no entry is about a connection that has ended, and is
+//!   dropped. So the pool keeps records only of hosts it has connections to, not of every
+//!   host ever visited (a crawler's memory stays bounded), and a host in use keeps its entry:
+//!   a keep-alive request hashes its key once to check out and once to give back, as before.
 
 use std::future::Future;
 use std::hash::RandomState;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+use hashbrown::hash_map::EntryRef;
 
 use crate::client::Key;
 use crate::Body;
@@ -53,9 +65,9 @@ impl Host {
     }
 }
 
-/// Hosts by key. hashbrown for `entry_ref`: a checkout or a give-back finds its host
-/// without cloning the key (a `String` allocation a request otherwise); std's hasher, as
-/// `std::collections::HashMap` has.
+/// Hosts by key. hashbrown for `entry_ref`: a checkout finds or makes its host without cloning
+/// the key (a `String` allocation a request otherwise), and the last slot's release removes it
+/// with the same one lookup; std's hasher, as `std::collections::HashMap` has.
 type Hosts = hashbrown::HashMap<Key, Host, RandomState>;
 
 #[derive(Default)]
@@ -114,11 +126,17 @@ impl Pool {
         Poll::Pending
     }
 
-    /// Records a new HTTP/2 connection as the host's shared one.
+    /// How many hosts have an entry.
+    pub(crate) fn hosts(&self) -> usize {
+        lock(&self.hosts).len()
+    }
+
+    /// Records a new HTTP/2 connection as the host's shared one; not if the host has no entry
+    /// left, which means the connection's driver has ended ("forgotten when empty").
     pub(crate) fn set_h2(&self, key: &Key, conn: &Conn) {
         if let Conn::H2 { sender, lease } = conn {
             let mut hosts = lock(&self.hosts);
-            let host = host_of(&mut hosts, key);
+            let Some(host) = hosts.get_mut(key) else { return };
             host.h2 = Some((sender.clone(), lease.0.clone()));
             host.opening_h2 = false;
             host.wake_all();
@@ -126,7 +144,8 @@ impl Pool {
     }
 
     /// Gives back an HTTP/1.1 connection whose exchange finished (response body read to its
-    /// end); dropped instead when the host already keeps `max_idle` idle ones.
+    /// end); dropped instead when the host already keeps `max_idle` idle ones, or has no entry
+    /// left (then the connection's driver has ended: "forgotten when empty").
     pub(crate) fn put(
         &self,
         key: &Key,
@@ -135,7 +154,7 @@ impl Pool {
         max_idle: usize,
     ) {
         let mut hosts = lock(&self.hosts);
-        let host = host_of(&mut hosts, key);
+        let Some(host) = hosts.get_mut(key) else { return };
         if host.idle.len() < max_idle && !sender.is_closed() {
             idle.release();
             host.idle.push((sender, idle));
@@ -153,7 +172,8 @@ impl Drop for Lease {
     }
 }
 
-/// One open-connection slot of a host; dropping it frees the slot and wakes the waiters.
+/// One open-connection slot of a host; dropping it frees the slot and wakes the waiters, and
+/// the last slot's drop removes the host's entry ("forgotten when empty").
 pub(crate) struct OpenGuard {
     pool: Arc<Pool>,
     key: Key,
@@ -163,13 +183,23 @@ pub(crate) struct OpenGuard {
 impl Drop for OpenGuard {
     fn drop(&mut self) {
         let mut hosts = lock(&self.pool.hosts);
-        if let Some(host) = hosts.get_mut(&self.key) {
-            host.open -= 1;
-            if self.h2 {
-                host.opening_h2 = false;
-            }
-            host.wake_all();
+        // Always occupied: this slot counts in the entry's `open`, which keeps it.
+        let EntryRef::Occupied(mut entry) = hosts.entry_ref(&self.key) else { return };
+        let host = entry.get_mut();
+        debug_assert!(host.open > 0, "an open slot released twice");
+        host.open -= 1;
+        if self.h2 {
+            host.opening_h2 = false;
         }
+        host.wake_all();
+        if host.open > 0 {
+            return;
+        }
+        // No connection of the host is left: its idle and HTTP/2 senders are dead ones, its
+        // waiters woken. They are dropped after the lock is released.
+        let gone = entry.remove();
+        drop(hosts);
+        drop(gone);
     }
 }
 

@@ -121,7 +121,8 @@ impl Resolver {
         Resolver::build(i.lookup.clone(), timeout, i.ttl, i.capacity)
     }
 
-    /// The same lookup with another cache TTL (zero: no caching) and a new, empty cache.
+    /// The same lookup with another cache TTL (zero: no caching; `Duration::MAX`: for good) and
+    /// a new, empty cache.
     pub fn ttl(self, ttl: Duration) -> Resolver {
         let i = &self.inner;
         Resolver::build(i.lookup.clone(), i.timeout, ttl, i.capacity)
@@ -226,7 +227,9 @@ impl Resolver {
                     cache.remove(&oldest);
                 }
             }
-            cache.insert(host.to_ascii_lowercase(), Entry { addrs: addrs.clone(), expires: now + inner.ttl });
+            // A TTL too long for an `Instant` (`Duration::MAX`) keeps the name for good.
+            let expires = crate::time::deadline_from(now, inner.ttl);
+            cache.insert(host.to_ascii_lowercase(), Entry { addrs: addrs.clone(), expires });
         }
         Ok(addrs)
     }

@@ -256,7 +256,8 @@ impl IoSource {
         mut op: impl FnMut(&Socket) -> io::Result<R>,
         short: impl Fn(&R) -> bool,
     ) -> io::Result<R> {
-        let deadline = deadline.or_else(|| self.timeout(dir).map(|t| Instant::now() + t));
+        // A timeout too long for an `Instant` is no deadline.
+        let deadline = deadline.or_else(|| self.timeout(dir).and_then(crate::park::wait::deadline_in));
         loop {
             let seen = self.registration.get().map(|r| r.io.seq(dir));
             if self.known_blocked(dir, seen) {

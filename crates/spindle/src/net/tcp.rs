@@ -208,9 +208,10 @@ impl TcpStream {
         Ok(stream)
     }
 
-    /// Like [`connect`](Self::connect) with a limit on the handshake; `TimedOut` past it.
+    /// Like [`connect`](Self::connect) with a limit on the handshake; `TimedOut` past it (a
+    /// limit too long for an `Instant`, such as `Duration::MAX`, is no limit).
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-        TcpStream::connect_inner(*addr, Some(Instant::now() + timeout))
+        TcpStream::connect_inner(*addr, crate::park::wait::deadline_in(timeout))
     }
 
     fn connect_inner(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {

@@ -234,7 +234,8 @@ impl Runtime {
         }
         let token = self.services.shutdown.clone();
         token.trigger();
-        let drained = token.wait_drained(Some(std::time::Instant::now() + timeout));
+        // A timeout too long for an `Instant` waits without a deadline.
+        let drained = token.wait_drained(crate::park::wait::deadline_in(timeout));
         drop(self);
         drained
     }

@@ -8,7 +8,11 @@
 //! **up** to the next tick (`tick = ceil((deadline - origin) / 1 ms)`, deadlines before the origin
 //! are tick 0), and [`TimerWheel::advance`]`(now)` fires exactly the timers whose tick is
 //! `<= floor((now - origin) / 1 ms)`, i.e. whose rounded-up deadline is `<= now`. So a timer
-//! never fires before its deadline, and at most 1 ms (plus the caller's latency) after it.
+//! never fires before its deadline, however far away it is, and at most 1 ms (plus the
+//! caller's latency) after it. Callers rely on that: a waiter whose timer fired may take the
+//! deadline as passed and arm nothing more (`time::Sleep`, socket waits, `time::sleep`).
+//! A deadline past the last tick (`u64::MAX` ms, 584 million years) counts as that tick: it
+//! never comes.
 //!
 //! `elapsed` (written `E` below) is the last tick processed by `advance`: every timer whose tick
 //! is `<= E` has fired, or was inserted after that `advance` and waits in the *expired* list.
@@ -30,10 +34,12 @@
 //!   not in its current level-`L` slot, and each of its occupied slots lies strictly after
 //!   `E`'s own slot, so slots never wrap around and the occupied slot with the lowest index
 //!   is the earliest one. Everything in level `L` is later than everything in levels `< L`.
-//! - **Overflow holds the next block only.** If `L >= 6` (the tick lies in the next `2^36`-tick block) the timer is in the *overflow*
-//!   list. Deadlines are clamped to at most [`MAX_SPAN_TICKS`] (`2^36 - 1` ms, about 2.18 years)
-//!   after `E`, so the overflow list only ever holds ticks of the *next* block: a deadline
-//!   farther away than that fires early, at the clamped tick.
+//! - **Overflow holds the later blocks.** If `L >= 6` (the tick lies in a later `2^36`-tick
+//!   block than `E`) the timer is in the *overflow* list. Deadlines are not clamped: when the
+//!   wheel reaches the first tick of the next block, it places the overflow list's timers again
+//!   (cascading, below): those of that block go down into the levels, the later ones go back
+//!   to the overflow list to wait for the block after. A timer years away waits there and
+//!   fires at its own tick, never at a block boundary.
 //! - **Occupancy bits tell the truth.** A level-`L` slot bit is set in `occupied[L]` iff the slot's list is non-empty, so the
 //!   earliest occupied slot of a level is one `trailing_zeros`, not a scan.
 //!
@@ -44,10 +50,12 @@
 //! the next `2^36` block). Let `S` be the first tick of that slot. If `S > now` it stops.
 //! Otherwise it sets `E = S` and re-inserts every timer of the slot relative to the new `E`:
 //! timers with `t == S` land in the expired list (for a level-0 slot that is all of them) and
-//! are fired at once, the others move to a strictly lower level. Finally `E = now`. Because
-//! every slot it skips is empty, and each timer moves down at most six times, `advance` costs
-//! O(levels) per fired timer, amortised, however far time jumps. Timers fire in tick order
-//! (timers with past deadlines inserted since the previous `advance` first).
+//! are fired at once, the others move to a strictly lower level, or (from the overflow list)
+//! back to the overflow list when they lie in a later block still. Finally `E = now`. Because
+//! every slot it skips is empty, and each timer moves down at most six times (plus once per
+//! `2^36` ms block it waits out in the overflow list), `advance` costs O(levels) per fired
+//! timer, amortised, however far time jumps. Timers fire in tick order (timers with past
+//! deadlines inserted since the previous `advance` first).
 //!
 //! # Storage
 //!
@@ -79,10 +87,8 @@ const SLOTS: usize = 1 << SLOT_BITS;
 const LEVELS: usize = 6;
 /// Bits of a tick covered by all the levels together.
 const WHEEL_BITS: u32 = SLOT_BITS * LEVELS as u32;
-/// The farthest a deadline may lie after the wheel's current tick; farther ones are clamped.
-pub(crate) const MAX_SPAN_TICKS: u64 = (1 << WHEEL_BITS) - 1;
 
-/// List index of the overflow list (ticks in the next `2^36` block).
+/// List index of the overflow list (ticks in the later `2^36` blocks).
 const OVERFLOW: usize = LEVELS * SLOTS;
 /// List index of the expired list (ticks `<= elapsed`, to fire on the next `advance`).
 const EXPIRED: usize = OVERFLOW + 1;
@@ -107,7 +113,7 @@ pub(crate) struct TimerKey {
 /// One slab entry: a pending timer (`value` is `Some`) or a free entry.
 struct Entry<T> {
     value: Option<T>,
-    /// The deadline, in ticks (rounded up, clamped).
+    /// The deadline, in ticks (rounded up; saturated at `u64::MAX`, never clamped nearer).
     tick: u64,
     /// Links of the list the entry is in; `next` links the free list when the entry is free.
     prev: u32,
@@ -167,14 +173,10 @@ impl<T> TimerWheel<T> {
         self.len == 0
     }
 
-    /// Adds a timer that fires `value` at `deadline` (rounded up to the next millisecond, and
-    /// clamped to [`MAX_SPAN_TICKS`] ms after the last `advance`). A deadline that is already
-    /// past fires on the next `advance`. O(1).
+    /// Adds a timer that fires `value` at `deadline` (rounded up to the next millisecond),
+    /// however far away. A deadline that is already past fires on the next `advance`. O(1).
     pub(crate) fn insert(&mut self, deadline: Instant, value: T) -> TimerKey {
-        let mut tick = self.ceil_tick(deadline);
-        if tick > self.elapsed {
-            tick = tick.min(self.elapsed.saturating_add(MAX_SPAN_TICKS));
-        }
+        let tick = self.ceil_tick(deadline);
         let index = self.alloc(tick, value);
         self.place(index);
         self.len += 1;
@@ -199,6 +201,8 @@ impl<T> TimerWheel<T> {
         if self.is_empty() {
             return None;
         }
+        // No overflow: `origin` is a reading of the monotonic clock (seconds since boot), and
+        // `u64::MAX` ms (1.8e16 s) is far below the `i64::MAX` seconds an `Instant` holds.
         self.next_tick().map(|tick| self.origin + Duration::from_millis(tick))
     }
 
@@ -216,10 +220,15 @@ impl<T> TimerWheel<T> {
             }
             debug_assert!(start > self.elapsed);
             self.elapsed = start;
-            // Every timer of the slot has `tick >= start`: it moves to a lower level, or to the
-            // expired list if `tick == start`; never back to this list.
-            while let Some(index) = self.pop_front(list) {
+            // Every timer of the slot has `tick >= start`: it moves to the expired list if
+            // `tick == start`, else to a lower level, or, from the overflow list, back to the
+            // overflow list if it lies in a later block still ("overflow holds the later
+            // blocks"). So the list is detached before its timers are placed again.
+            let mut index = self.take_list(list);
+            while index != NIL {
+                let next = self.entries[index as usize].next;
                 self.place(index);
+                index = next;
             }
             self.fire_expired(&mut fire);
         }
@@ -292,7 +301,7 @@ impl<T> TimerWheel<T> {
         }
     }
 
-    /// Puts a pending, unlinked entry into the list its tick belongs to ("past is expired", "level by first differing digit", "overflow holds the next block only").
+    /// Puts a pending, unlinked entry into the list its tick belongs to ("past is expired", "level by first differing digit", "overflow holds the later blocks").
     fn place(&mut self, index: u32) {
         let tick = self.entries[index as usize].tick;
         let list = if tick <= self.elapsed {
@@ -300,7 +309,7 @@ impl<T> TimerWheel<T> {
         } else {
             let level = ((63 - (tick ^ self.elapsed).leading_zeros()) / SLOT_BITS) as usize;
             if level >= LEVELS {
-                debug_assert_eq!(tick >> WHEEL_BITS, (self.elapsed >> WHEEL_BITS) + 1);
+                debug_assert!(tick >> WHEEL_BITS > self.elapsed >> WHEEL_BITS);
                 OVERFLOW
             } else {
                 let slot = (tick >> (SLOT_BITS * level as u32)) as usize & (SLOTS - 1);
@@ -376,6 +385,19 @@ impl<T> TimerWheel<T> {
         } else if head.min.get() == tick {
             head.min.set(MIN_UNKNOWN);
         }
+    }
+
+    /// Empties a list and returns its first entry (or `NIL`). Its entries stay chained through
+    /// their `next` links, still pending: the caller places each again.
+    fn take_list(&mut self, list: usize) -> u32 {
+        let head = &mut self.lists[list];
+        let first = head.head;
+        head.head = NIL;
+        head.tail = NIL;
+        if list < OVERFLOW {
+            self.occupied[list / SLOTS] &= !(1 << (list % SLOTS));
+        }
+        first
     }
 
     fn pop_front(&mut self, list: usize) -> Option<u32> {

@@ -3,6 +3,10 @@
 use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The last tick of the levels' span after tick 0, where deadlines farther away were once
+/// clamped (and fired early).
+const MAX_SPAN_TICKS: u64 = (1 << WHEEL_BITS) - 1;
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -229,14 +233,59 @@ fn past_deadline_fires_on_next_advance() {
     assert_eq!(fired(&mut w2, o), vec!["before origin"]);
 }
 
+/// A deadline farther than the levels span waits in the overflow list, block after block,
+/// and fires at its own tick: reaching `MAX_SPAN_TICKS` (where it used to be clamped and
+/// fired early) or a block boundary fires nothing.
 #[test]
-fn deadlines_beyond_the_top_level_are_clamped() {
+fn deadlines_beyond_the_top_level_fire_at_their_real_deadline() {
     let o = Instant::now();
     let mut w = TimerWheel::new(o);
-    w.insert(o + Duration::from_secs(10 * 365 * 86_400), "far");
-    assert_eq!(w.next_deadline(), Some(o + ms(MAX_SPAN_TICKS)));
-    assert!(fired(&mut w, o + ms(MAX_SPAN_TICKS - 1)).is_empty());
-    assert_eq!(fired(&mut w, o + ms(MAX_SPAN_TICKS)), vec!["far"]);
+    let block = 1u64 << WHEEL_BITS;
+    let far = 3 * block + 12_345; // about 6.5 years
+    w.insert(o + ms(far), "far");
+    w.insert(o + ms(far + 1), "later");
+    assert_eq!(fired(&mut w, o + ms(MAX_SPAN_TICKS)), Vec::<&str>::new(), "fired early");
+    assert_eq!(w.len(), 2);
+    assert_eq!(w.next_deadline(), Some(o + ms(far)));
+    // Every block boundary on the way, and 1 ms either side of it.
+    for b in 1..=3 {
+        for t in [b * block - 1, b * block, b * block + 1] {
+            assert!(fired(&mut w, o + ms(t)).is_empty(), "fired at {t}, before {far}");
+            assert_eq!(w.next_deadline(), Some(o + ms(far)));
+        }
+    }
+    assert!(fired(&mut w, o + ms(far - 1)).is_empty());
+    assert_eq!(fired(&mut w, o + ms(far)), vec!["far"]);
+    assert_eq!(w.next_deadline(), Some(o + ms(far + 1)));
+    assert_eq!(fired(&mut w, o + ms(far + 1)), vec!["later"]);
+    assert!(w.is_empty());
+
+    // One big jump past several blocks fires what it passes, in order; a far timer can be
+    // cancelled.
+    let mut w = TimerWheel::new(o);
+    w.insert(o + ms(5 * block), "b");
+    w.insert(o + ms(4 * block + 7), "a");
+    let c = w.insert(o + ms(20 * block), "c");
+    assert!(fired(&mut w, o + ms(4 * block + 6)).is_empty());
+    assert_eq!(fired(&mut w, o + ms(9 * block)), vec!["a", "b"]);
+    assert_eq!(w.next_deadline(), Some(o + ms(20 * block)));
+    assert_eq!(w.cancel(c), Some("c"));
+    assert!(w.is_empty());
+}
+
+/// A deadline beyond `u64::MAX` ms after the origin (which an `Instant` can hold) counts as
+/// that tick: it waits, and never wraps around to fire early.
+#[test]
+fn deadlines_beyond_the_last_tick_never_fire() {
+    let o = Instant::now();
+    let mut w = TimerWheel::new(o);
+    let Some(end) = o.checked_add(Duration::from_secs(1 << 62)) else { return };
+    w.insert(end, "end of time");
+    w.insert(o + ms(10), "soon");
+    assert_eq!(fired(&mut w, o + ms(10)), vec!["soon"]);
+    assert!(fired(&mut w, o + ms(100 * (1 << WHEEL_BITS))).is_empty());
+    assert_eq!(w.len(), 1);
+    assert!(w.next_deadline().is_some_and(|d| d > o + ms(100 * (1 << WHEEL_BITS))));
 }
 
 #[test]
@@ -294,11 +343,22 @@ impl Rng {
 #[test]
 fn randomized_against_a_model() {
     for seed in [0x9e37_79b9_7f4a_7c15u64, 1, 0xdead_beef] {
-        model_run(seed, 10_000);
+        model_run(seed, 10_000, false);
     }
 }
 
-fn model_run(seed: u64, ops: usize) {
+/// The same with a tenth of the deadlines and time jumps measured in `2^36` ms blocks (years):
+/// timers wait in the overflow list across block boundaries and still fire exactly on time.
+#[test]
+fn randomized_against_a_model_across_blocks() {
+    for seed in [0x9e37_79b9_7f4a_7c15u64, 7, 0xdead_beef] {
+        model_run(seed, 2_000, true);
+    }
+}
+
+/// `far`: some deadlines up to 4 blocks ahead, some jumps up to 2 blocks (the clock, in
+/// nanoseconds, stays far from `u64::MAX` at 2,000 operations).
+fn model_run(seed: u64, ops: usize, far: bool) {
     const MS_NS: u64 = 1_000_000;
     let o = Instant::now();
     let mut rng = Rng(seed);
@@ -320,6 +380,7 @@ fn model_run(seed: u64, ops: usize) {
                     0 => 0,
                     1..=4 => rng.below(200 * MS_NS),
                     5..=7 => rng.below(60_000 * MS_NS),
+                    _ if far => rng.below(4 << WHEEL_BITS) * MS_NS + rng.below(MS_NS),
                     _ => rng.below(5 * 3_600_000 * MS_NS),
                 };
                 let deadline_ns =
@@ -348,6 +409,7 @@ fn model_run(seed: u64, ops: usize) {
                 now_ns += match rng.below(10) {
                     0..=4 => rng.below(5 * MS_NS),
                     5..=7 => rng.below(5_000 * MS_NS),
+                    _ if far => rng.below(2 << WHEEL_BITS) * MS_NS,
                     _ => rng.below(3_600_000 * MS_NS),
                 };
                 let now_tick = now_ns / MS_NS;

@@ -8,7 +8,8 @@
 //! **the wheel knows what it fired**: `fired_up_to` is the latest `now` the wheel was advanced
 //! to, recorded before the fired wakers run, so a timer of this wheel whose deadline is later
 //! than it has not fired and is still on the wheel ([`Worker::timer_not_due`]: a future polled
-//! again on this worker needs no clock read to know it must keep waiting).
+//! again on this worker needs no clock read to know it must keep waiting). That rests on the
+//! wheel never firing a timer before its deadline, however far away (module `reactor::wheel`).
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
