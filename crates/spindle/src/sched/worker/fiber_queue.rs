@@ -35,6 +35,43 @@ impl FiberQueue {
         self.queue.borrow_mut().push_front(fiber);
     }
 
+    /// Prefetches what the next switches will touch of the fibers at the front of the run
+    /// queue: the stack line the front fiber resumes from (or, unstarted, the top its first
+    /// frame is written to), read from its header, which the switch before prefetched; and the
+    /// header of the fiber behind it. A worker cycling through thousands of fibers otherwise
+    /// waits for each one's header and stack line in turn.
+    #[inline]
+    pub(super) fn prefetch_front(&self) {
+        // SAFETY: owner-only (we are on the worker's thread), and no borrow of the queue is
+        // alive on the switch path that calls this; read only.
+        let queue = unsafe { &*self.queue.as_ptr() };
+        if queue.len() < PREFETCH_MIN_QUEUE {
+            // A short queue's fibers are in cache already: the prefetches would only cost.
+            return;
+        }
+        if let Some(front) = queue.front() {
+            let header = &front.header;
+            let sp = header.sp.get();
+            if sp != 0 {
+                for line in 0..4 {
+                    prefetch((sp as *const u8).wrapping_add(line * 64));
+                }
+            } else {
+                // SAFETY: owner-only (module `fiber::control`): an unstarted fiber in this
+                // worker's queue is touched only by this thread; read in place, not moved.
+                if let Some(stack) = unsafe { &*header.stack.as_ptr() } {
+                    prefetch(stack.top().wrapping_sub(64));
+                }
+            }
+        }
+        if let Some(second) = queue.get(1) {
+            let header: *const Header = &second.header;
+            for line in 0..4 {
+                prefetch(header.cast::<u8>().wrapping_add(line * 64));
+            }
+        }
+    }
+
     #[inline]
     pub(super) fn has_runnable(&self) -> bool {
         self.lifo.is_full() || !self.queue.borrow().is_empty()
@@ -163,4 +200,22 @@ impl Worker {
         }
         self.share_tasks();
     }
+}
+
+/// The run queue length from which `prefetch_front` prefetches: below it, the queued fibers'
+/// headers and stack lines stay in cache between their runs, and the prefetches cost ~2 ns a
+/// switch (criterion `pingpong/yield_handoff`, 18.7 -> 21.1 ns, without this threshold).
+const PREFETCH_MIN_QUEUE: usize = 16;
+
+/// A hint to load the cache line at `at`; never faults, whatever the address.
+#[inline(always)]
+fn prefetch(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` only hints; it does not fault on any address (SSE is baseline on
+    // x86_64).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
