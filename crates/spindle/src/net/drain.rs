@@ -31,6 +31,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use socket2::Socket;
 
+use crate::sys::nocancel;
+
 /// `TCP_INQ` not tried yet: reads use plain `recv`.
 const UNTRIED: u8 = 0;
 /// `TCP_INQ` on: reads use `recvmsg` and learn what stays queued.
@@ -55,7 +57,7 @@ impl Drain {
             let (n, queued) = recv_inq(socket, buf)?;
             return Ok((n, n > 0 && (n < len || queued == Some(0))));
         }
-        let n = socket.recv(buf)?;
+        let n = nocancel::recv(socket.as_raw_fd(), buf, 0)?;
         if n == len && n > 0 && self.0.load(Ordering::Relaxed) == UNTRIED {
             self.turn_on(socket);
         }
@@ -100,10 +102,7 @@ fn recv_inq(socket: &Socket, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, 
     msg.msg_controllen = std::mem::size_of::<ControlBuf>() as _;
     // SAFETY: `msg` points at one iovec covering `buf` (writable, `buf.len()` bytes; the
     // kernel writes only initialised bytes there) and at `control`, both alive for the call.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = unsafe { nocancel::recvmsg(socket.as_raw_fd(), &mut msg, 0) }?;
     let mut queued = None;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within the
     // length it set in `msg.msg_controllen`; each header they return lies inside `control`.
@@ -116,7 +115,7 @@ fn recv_inq(socket: &Socket, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, 
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    Ok((n as usize, queued))
+    Ok((n, queued))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
 //!   the descriptor, so the types work everywhere.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -35,6 +35,7 @@ use crate::reactor::io::{Direction, ScheduledIo};
 use crate::reactor::Driver;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
+use crate::sys::nocancel;
 
 /// A socket's readiness state and the driver that delivers its events (its *home*: a
 /// worker's, or the runtime's shared task reactor).
@@ -300,7 +301,12 @@ impl IoSource {
     /// A stream write: a short write means the send buffer is full until the next event.
     pub(crate) fn write_stream(&self, buf: &[u8]) -> io::Result<usize> {
         let len = buf.len();
-        self.blocking_until_drained(Direction::Write, None, |mut s| s.write(buf), |&n| n < len)
+        self.blocking_until_drained(
+            Direction::Write,
+            None,
+            |s| nocancel::send(s.as_raw_fd(), buf),
+            |&n| n < len,
+        )
     }
 
     /// The future-side [`read_stream`](Self::read_stream).
@@ -317,12 +323,12 @@ impl IoSource {
 
     /// A vectored stream write (blocking-style).
     pub(crate) fn write_vectored_stream(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.blocking(Direction::Write, None, |mut s| s.write_vectored(bufs))
+        self.blocking(Direction::Write, None, |s| nocancel::send_vectored(s.as_raw_fd(), bufs))
     }
 
     /// The future-side [`write_stream`](Self::write_stream).
     pub(crate) fn poll_write_stream(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+        self.poll_io(cx, Direction::Write, |s| nocancel::send(s.as_raw_fd(), buf))
     }
 
     /// The future-side [`write_vectored_stream`](Self::write_vectored_stream).
@@ -332,7 +338,7 @@ impl IoSource {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
+        self.poll_io(cx, Direction::Write, |s| nocancel::send_vectored(s.as_raw_fd(), bufs))
     }
 
     /// hyper's read: into the unfilled part of hyper's buffer, with the drained-read rule of

@@ -15,6 +15,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -48,7 +49,7 @@ macro_rules! impl_split_stream {
                 self.source.poll_read_stream(cx, buf)
             }
             fn poll_write_half(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-                self.source.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+                self.source.poll_io(cx, Direction::Write, |s| crate::sys::nocancel::send(s.as_raw_fd(), buf))
             }
             fn shutdown_half(&self, how: Shutdown) -> io::Result<()> {
                 self.shutdown(how)

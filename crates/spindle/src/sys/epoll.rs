@@ -97,12 +97,14 @@ impl Epoll {
         let max = raw.len().min(out.capacity().max(1)) as libc::c_int;
         // SAFETY: `raw` has room for `max` events (MaybeUninit<T> has T's layout); the epoll fd
         // is valid.
-        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), raw.as_mut_ptr().cast(), max, timeout_ms) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(err) };
-        }
-        out.extend(raw[..n as usize].iter().map(|e| {
+        let n = match unsafe {
+            super::nocancel::epoll_wait(self.fd.as_raw_fd(), raw.as_mut_ptr().cast(), max, timeout_ms)
+        } {
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        out.extend(raw[..n].iter().map(|e| {
             // SAFETY: epoll_wait initialised the first `n` entries.
             let e = unsafe { e.assume_init_ref() };
             Event { token: e.u64, bits: e.events }
