@@ -116,17 +116,12 @@ pub(super) fn accept4(socket: &Socket) -> io::Result<(Socket, SockAddr)> {
     // and accept4 writes at most `*len` bytes there.
     let (fd, addr) = unsafe {
         SockAddr::try_init(|storage, len| {
-            let fd = libc::accept4(
+            crate::sys::nocancel::accept4(
                 socket.as_raw_fd(),
                 storage.cast(),
                 len,
                 libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            );
-            if fd < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(fd)
-            }
+            )
         })
     }?;
     // SAFETY: accept4 returned a new descriptor that nothing else owns.

@@ -134,15 +134,15 @@ impl EventFd {
     /// Makes the eventfd readable (wakes the epoll waiter). Never blocks.
     pub(crate) fn notify(&self) {
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to a valid eventfd. EAGAIN (counter full)
-        // still leaves it readable, which is all we need, so the result is ignored.
-        let _ = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // EAGAIN (counter full) still leaves it readable, which is all we need, so the result
+        // is ignored.
+        let _ = super::nocancel::write(self.fd.as_raw_fd(), &one.to_ne_bytes());
     }
 
     /// Resets the eventfd to not readable.
     pub(crate) fn drain(&self) {
-        let mut value: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64; EAGAIN (already drained) is fine.
-        let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
+        let mut value = [0u8; 8];
+        // EAGAIN (already drained) is fine.
+        let _ = super::nocancel::read(self.fd.as_raw_fd(), &mut value);
     }
 }

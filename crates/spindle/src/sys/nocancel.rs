@@ -1,7 +1,7 @@
-//! The hot system calls (socket reads and writes, `epoll_wait`) without glibc's cancellation
-//! wrappers.
+//! The hot system calls (socket reads and writes, `accept4`, `epoll_wait`, the wake-up
+//! eventfd's `read` and `write`) without glibc's cancellation wrappers.
 //!
-//! `recv`, `send`, `recvmsg`, `sendmsg` and `epoll_wait` are POSIX cancellation points. In a
+//! All of them are POSIX cancellation points. In a
 //! process with more than one thread (a spindle process always has some) glibc brackets each
 //! call with `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`: two locked
 //! compare-exchanges on the thread's cancel state. Measured on this machine (a C loop of
@@ -123,6 +123,57 @@ pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<u
     // SAFETY: as above.
     let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
     count(n)
+}
+
+/// `write(fd, buf)` (the eventfd that wakes a worker).
+#[inline]
+pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call.
+    let n =
+        unsafe { libc::syscall(libc::SYS_write, fd as c_long, buf.as_ptr() as c_long, buf.len() as c_long) }
+            as isize;
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    // SAFETY: as above.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    count(n)
+}
+
+/// `read(fd, buf)` (the eventfd that wakes a worker).
+#[inline]
+pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
+    let n = unsafe {
+        libc::syscall(libc::SYS_read, fd as c_long, buf.as_mut_ptr() as c_long, buf.len() as c_long)
+    } as isize;
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    // SAFETY: as above.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    count(n)
+}
+
+/// `accept4(fd, addr, len, flags)`: the new descriptor.
+///
+/// # Safety
+///
+/// `addr` and `len` are valid for `accept4` (storage of `*len` bytes, or both null).
+#[inline]
+pub(crate) unsafe fn accept4(
+    fd: RawFd,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+    flags: libc::c_int,
+) -> io::Result<RawFd> {
+    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    // SAFETY: the caller's contract.
+    let n = unsafe {
+        libc::syscall(libc::SYS_accept4, fd as c_long, addr as c_long, len as c_long, flags as c_long)
+    } as isize;
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    // SAFETY: the caller's contract.
+    let n = unsafe { libc::accept4(fd, addr, len, flags) } as isize;
+    count(n).map(|fd| fd as RawFd)
 }
 
 /// `epoll_wait(epfd, events, max, timeout_ms)` (as `epoll_pwait` with no signal mask, which
