@@ -22,6 +22,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 
+#[cfg(not(any(spindle_asan, spindle_tsan)))]
 use libc::c_long;
 
 /// The result of a system call that returns a count: the count, or the error in `errno`.
@@ -34,27 +35,33 @@ fn count(n: isize) -> io::Result<usize> {
     }
 }
 
+/// System call `nr` through `syscall(2)`, with its arguments widened to longs (unused
+/// trailing ones are zero; the kernel ignores the registers a call does not take).
+///
+/// # Safety
+///
+/// The arguments are valid for system call `nr`.
+#[cfg(not(any(spindle_asan, spindle_tsan)))]
+#[inline]
+unsafe fn raw(nr: c_long, args: [c_long; 6]) -> io::Result<usize> {
+    let [a, b, c, d, e, f] = args;
+    // SAFETY: the caller's contract.
+    count(unsafe { libc::syscall(nr, a, b, c, d, e, f) } as isize)
+}
+
 /// `recv(fd, buf, flags)`.
 #[inline]
 pub(crate) fn recv(fd: RawFd, buf: &mut [MaybeUninit<u8>], flags: libc::c_int) -> io::Result<usize> {
+    let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+    // SAFETY: `buf` is valid for writes of `len` bytes for the call (the kernel writes only
+    // initialised bytes there); the null address and length ask for no source address.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call (the kernel writes
-    // only initialised bytes there); the two null pointers ask for no source address.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            fd as c_long,
-            buf.as_mut_ptr() as c_long,
-            buf.len() as c_long,
-            flags as c_long,
-            0 as c_long,
-            0 as c_long,
-        )
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    return unsafe {
+        raw(libc::SYS_recvfrom, [fd as c_long, ptr as c_long, len as c_long, flags as c_long, 0, 0])
+    };
     // SAFETY: as above.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::recv(fd, ptr.cast(), len, flags) });
 }
 
 /// `recvmsg(fd, msg, flags)`.
@@ -65,39 +72,29 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [MaybeUninit<u8>], flags: libc::c_int) -
 /// the call.
 #[inline]
 pub(crate) unsafe fn recvmsg(fd: RawFd, msg: &mut libc::msghdr, flags: libc::c_int) -> io::Result<usize> {
+    let msg: *mut libc::msghdr = msg;
+    // SAFETY: the caller's contract.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    return unsafe { raw(libc::SYS_recvmsg, [fd as c_long, msg as c_long, flags as c_long, 0, 0, 0]) };
     // SAFETY: the caller's contract.
-    let n = unsafe {
-        libc::syscall(libc::SYS_recvmsg, fd as c_long, msg as *mut libc::msghdr as c_long, flags as c_long)
-    } as isize;
     #[cfg(any(spindle_asan, spindle_tsan))]
-    // SAFETY: the caller's contract.
-    let n = unsafe { libc::recvmsg(fd, msg, flags) };
-    count(n)
+    return count(unsafe { libc::recvmsg(fd, msg, flags) });
 }
 
 /// `send(fd, buf, MSG_NOSIGNAL)`: a write to a closed connection is an `EPIPE` error, not a
 /// `SIGPIPE` (as std's and socket2's sends on Linux).
 #[inline]
 pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    let (ptr, len, flags) = (buf.as_ptr(), buf.len(), libc::MSG_NOSIGNAL);
+    // SAFETY: `buf` is valid for reads of `len` bytes for the call; the null address sends to
+    // the connected peer.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
-    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call; the null address
-    // and zero length send to the connected peer.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            fd as c_long,
-            buf.as_ptr() as c_long,
-            buf.len() as c_long,
-            libc::MSG_NOSIGNAL as c_long,
-            0 as c_long,
-            0 as c_long,
-        )
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    return unsafe {
+        raw(libc::SYS_sendto, [fd as c_long, ptr as c_long, len as c_long, flags as c_long, 0, 0])
+    };
     // SAFETY: as above.
-    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::send(fd, ptr.cast(), len, flags) });
 }
 
 /// `sendmsg` of `bufs` to the connected peer with `MSG_NOSIGNAL` (see [`send`]).
@@ -108,49 +105,38 @@ pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<u
     // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix; the kernel only reads them.
     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = bufs.len().min(libc::c_int::MAX as usize) as _;
-    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    let (msg, flags): (*const libc::msghdr, _) = (&msg, libc::MSG_NOSIGNAL);
     // SAFETY: `msg` points at `bufs.len()` iovecs, each valid for reads of its length, for
     // the call; no address, no control data.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_sendmsg,
-            fd as c_long,
-            &msg as *const libc::msghdr as c_long,
-            libc::MSG_NOSIGNAL as c_long,
-        )
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    return unsafe { raw(libc::SYS_sendmsg, [fd as c_long, msg as c_long, flags as c_long, 0, 0, 0]) };
     // SAFETY: as above.
-    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::sendmsg(fd, msg, flags) });
 }
 
 /// `write(fd, buf)` (the eventfd that wakes a worker).
 #[inline]
 pub(crate) fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    let (ptr, len) = (buf.as_ptr(), buf.len());
+    // SAFETY: `buf` is valid for reads of `len` bytes for the call.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
-    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call.
-    let n =
-        unsafe { libc::syscall(libc::SYS_write, fd as c_long, buf.as_ptr() as c_long, buf.len() as c_long) }
-            as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    return unsafe { raw(libc::SYS_write, [fd as c_long, ptr as c_long, len as c_long, 0, 0, 0]) };
     // SAFETY: as above.
-    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::write(fd, ptr.cast(), len) });
 }
 
 /// `read(fd, buf)` (the eventfd that wakes a worker).
 #[inline]
 pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+    // SAFETY: `buf` is valid for writes of `len` bytes for the call.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
-    let n = unsafe {
-        libc::syscall(libc::SYS_read, fd as c_long, buf.as_mut_ptr() as c_long, buf.len() as c_long)
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    return unsafe { raw(libc::SYS_read, [fd as c_long, ptr as c_long, len as c_long, 0, 0, 0]) };
     // SAFETY: as above.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::read(fd, ptr.cast(), len) });
 }
 
 /// `accept4(fd, addr, len, flags)`: the new descriptor.
@@ -165,15 +151,15 @@ pub(crate) unsafe fn accept4(
     len: *mut libc::socklen_t,
     flags: libc::c_int,
 ) -> io::Result<RawFd> {
+    // SAFETY: the caller's contract.
     #[cfg(not(any(spindle_asan, spindle_tsan)))]
-    // SAFETY: the caller's contract.
     let n = unsafe {
-        libc::syscall(libc::SYS_accept4, fd as c_long, addr as c_long, len as c_long, flags as c_long)
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+        raw(libc::SYS_accept4, [fd as c_long, addr as c_long, len as c_long, flags as c_long, 0, 0])
+    };
     // SAFETY: the caller's contract.
-    let n = unsafe { libc::accept4(fd, addr, len, flags) } as isize;
-    count(n).map(|fd| fd as RawFd)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    let n = count(unsafe { libc::accept4(fd, addr, len, flags) } as isize);
+    n.map(|fd| fd as RawFd)
 }
 
 /// `epoll_wait(epfd, events, max, timeout_ms)` (as `epoll_pwait` with no signal mask, which
@@ -189,24 +175,18 @@ pub(crate) unsafe fn epoll_wait(
     max: libc::c_int,
     timeout_ms: libc::c_int,
 ) -> io::Result<usize> {
-    #[cfg(not(any(spindle_asan, spindle_tsan)))]
     // SAFETY: the caller's contract; a null signal mask (and so no mask size) makes
     // `epoll_pwait` an `epoll_wait`.
-    let n = unsafe {
-        libc::syscall(
+    #[cfg(not(any(spindle_asan, spindle_tsan)))]
+    return unsafe {
+        raw(
             libc::SYS_epoll_pwait,
-            epfd as c_long,
-            events as c_long,
-            max as c_long,
-            timeout_ms as c_long,
-            0 as c_long,
-            0 as c_long,
+            [epfd as c_long, events as c_long, max as c_long, timeout_ms as c_long, 0, 0],
         )
-    } as isize;
-    #[cfg(any(spindle_asan, spindle_tsan))]
+    };
     // SAFETY: the caller's contract.
-    let n = unsafe { libc::epoll_wait(epfd, events, max, timeout_ms) } as isize;
-    count(n)
+    #[cfg(any(spindle_asan, spindle_tsan))]
+    return count(unsafe { libc::epoll_wait(epfd, events, max, timeout_ms) } as isize);
 }
 
 #[cfg(test)]
