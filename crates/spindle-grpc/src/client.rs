@@ -35,7 +35,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tonic::body::Body;
 use tonic::Status;
@@ -446,8 +446,8 @@ impl RemoteChannel {
         };
         let cancel = Arc::new(CancelFlag::default());
         let body = Body::new(OutBody { inner: body, cancel: cancel.clone() });
-        let deadline =
-            timeout.map(|t| Deadline::new(Instant::now() + t, self.shared.endpoint.handle.as_ref()));
+        let deadline = timeout
+            .map(|t| Deadline::new(spindle::time::deadline_after(t), self.shared.endpoint.handle.as_ref()));
         let request = http::Request::from_parts(parts, body);
         // Connected (the usual case): send at once; otherwise wait for the connection.
         let stage = match self.shared.ready_sender() {

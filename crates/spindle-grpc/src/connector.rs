@@ -104,7 +104,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                 });
                 drop(shared);
                 spindle::time::sleep(backoff);
-                backoff = (backoff * 2).min(endpoint.backoff_max);
+                backoff = backoff.saturating_mul(2).min(endpoint.backoff_max);
             }
         }
         let Some(shared) = weak.upgrade() else { return };
@@ -255,7 +255,7 @@ impl std::future::Future for Driver {
 
 /// One attempt: the socket, then the HTTP/2 handshake, within the connect timeout.
 fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
-    let deadline = std::time::Instant::now() + endpoint.connect_timeout;
+    let deadline = spindle::time::deadline_after(endpoint.connect_timeout);
     match &endpoint.target {
         Target::Tcp(addr) => {
             let mut last = None;
@@ -304,12 +304,14 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder = hyper::client::conn::http2::Builder::new(crate::exec::Executor);
+    // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
+    // ("no limit"); capped, they are 35,000 years.
     builder
         .timer(spindle::hyper_rt::Timer)
         .initial_stream_window_size(endpoint.initial_stream_window)
         .initial_connection_window_size(endpoint.initial_connection_window)
-        .keep_alive_interval(endpoint.keepalive_interval)
-        .keep_alive_timeout(endpoint.keepalive_timeout)
+        .keep_alive_interval(endpoint.keepalive_interval.map(|t| t.min(spindle::time::NEVER)))
+        .keep_alive_timeout(endpoint.keepalive_timeout.min(spindle::time::NEVER))
         .keep_alive_while_idle(true);
     let left = deadline.saturating_duration_since(std::time::Instant::now());
     match spindle::task::block_on(spindle::time::timeout(left, builder.handshake::<Watched<I>, Body>(io))) {

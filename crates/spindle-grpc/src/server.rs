@@ -191,7 +191,7 @@ impl Server {
                 handle
                     .try_spawn_async(async move {
                         token.triggered().await;
-                        watched.signal.fire(Instant::now() + grace);
+                        watched.signal.fire(spindle::time::deadline_after(grace));
                     })
                     .map_err(io::Error::other)?,
             );
@@ -330,7 +330,7 @@ impl Serving {
     /// Starts a graceful shutdown without waiting: the server stops accepting, every
     /// connection sends GOAWAY, and calls still running after `grace` are dropped.
     pub fn begin_shutdown(&self, grace: Duration) {
-        self.shared.signal.fire(Instant::now() + grace);
+        self.shared.signal.fire(spindle::time::deadline_after(grace));
     }
 
     /// Shuts down gracefully (see [`Serving::begin_shutdown`]) and waits until every
@@ -383,11 +383,13 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder = hyper::server::conn::http2::Builder::new(crate::exec::Executor);
+    // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
+    // ("no limit"); capped, they are 35,000 years.
     builder
         .timer(spindle::hyper_rt::Timer)
         .max_concurrent_streams(server.max_concurrent_streams)
-        .keep_alive_interval(server.keepalive_interval)
-        .keep_alive_timeout(server.keepalive_timeout)
+        .keep_alive_interval(server.keepalive_interval.map(|t| t.min(spindle::time::NEVER)))
+        .keep_alive_timeout(server.keepalive_timeout.min(spindle::time::NEVER))
         .max_header_list_size(server.max_header_list_size)
         .initial_stream_window_size(server.initial_stream_window)
         .initial_connection_window_size(server.initial_connection_window)
@@ -440,7 +442,7 @@ where
                     }
                 } else {
                     idle_seen = now;
-                    sleep.reset(Instant::now() + timeout);
+                    sleep.reset(spindle::time::deadline_after(timeout));
                     // Register the new deadline.
                     let _ = Pin::new(sleep).poll(cx);
                 }

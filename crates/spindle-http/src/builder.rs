@@ -277,11 +277,14 @@ impl Builder {
             config.tls = config.tls.map(|tls| tls.with_alpn(config.http2));
         }
         let mut http = hyper::server::conn::http1::Builder::new();
+        // Capped: hyper adds the timeout to an `Instant` itself, which panics for
+        // `Duration::MAX` ("no limit"); capped, it is a deadline 35,000 years away.
+        let header_read_timeout = config.header_read_timeout.map(|t| t.min(spindle::time::NEVER));
         http.timer(spindle::hyper_rt::Timer)
             .keep_alive(config.keep_alive)
             .max_buf_size(config.max_buf_size)
             .max_header_size(config.max_header_size)
-            .header_read_timeout(config.header_read_timeout);
+            .header_read_timeout(header_read_timeout);
         let mut http2 = hyper::server::conn::http2::Builder::new(TaskExec);
         http2
             .timer(spindle::hyper_rt::Timer)

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use spindle::net::TcpStream;
 
@@ -334,7 +334,7 @@ impl<H: Respond> Serve<H> {
                     return Poll::Ready(None); // idle: drop the connection
                 }
                 *seen = progress;
-                sleep.reset(Instant::now() + timeout);
+                sleep.reset(spindle::time::deadline_after(timeout));
             }
         }
         Poll::Pending

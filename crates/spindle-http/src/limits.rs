@@ -48,7 +48,7 @@ impl MinRate {
 
     /// How long the server may have waited for a body of which `received` bytes arrived.
     fn allowed_wait(&self, received: u64) -> Duration {
-        self.grace + Duration::from_secs_f64(received as f64 / self.bytes_per_second as f64)
+        self.grace.saturating_add(Duration::from_secs_f64(received as f64 / self.bytes_per_second as f64))
     }
 }
 
@@ -178,7 +178,8 @@ impl Guarded {
             if self.wait.is_none() {
                 let now = Instant::now();
                 let left = rate.allowed_wait(self.received).saturating_sub(self.waited);
-                self.wait = Some((now, spindle::time::sleep_until_future(now + left)));
+                let deadline = spindle::time::deadline_from(now, left);
+                self.wait = Some((now, spindle::time::sleep_until_future(deadline)));
             }
             let (_, sleep) = self.wait.as_mut().expect("armed above");
             if Pin::new(sleep).poll(cx).is_ready() {

@@ -213,14 +213,14 @@ impl Server {
     /// handler can use a [`ShutdownHandle`]).
     pub fn shutdown_timeout(self, timeout: Duration) -> ShutdownReport {
         self.control.shutdown().trigger();
-        self.finish(Instant::now() + timeout)
+        self.finish(spindle::time::deadline_after(timeout))
     }
 
     /// Blocks until a [`ShutdownHandle`] triggers the shutdown, then finishes it as
     /// [`Server::shutdown`] does.
     pub fn wait(self) -> ShutdownReport {
         self.control.active().wait_triggered(self.control.shutdown());
-        let deadline = Instant::now() + self.shutdown_timeout;
+        let deadline = spindle::time::deadline_after(self.shutdown_timeout);
         self.finish(deadline)
     }
 

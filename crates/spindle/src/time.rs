@@ -9,10 +9,12 @@
 //! outside a spindle worker panics with a message saying so.
 //!
 //! A duration too long for an `Instant` (`Duration::MAX`) means "never": the deadline becomes
-//! `NEVER` from now (about 35,000 years), which no process lives to see, instead of an
+//! [`NEVER`] from now (about 35,000 years), which no process lives to see, instead of an
 //! overflow panic. The wheel fires a timer at its own deadline however far away it is, never
 //! before (module `reactor::wheel`), so a waiter whose timer fired may take its deadline as
 //! passed: [`Sleep`], [`sleep`] and socket waits arm one timer per wait and rely on that.
+//! [`deadline_after`] and [`deadline_from`] apply the same rule for code that turns a
+//! configured duration into a deadline itself (spindle-http's and spindle-grpc's timeouts).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,19 +37,44 @@ pub fn sleep(duration: Duration) {
     sleep_until(deadline_after(duration));
 }
 
-/// How far from now a deadline lies whose duration is too long for an `Instant`: about 35,000
-/// years, so that code may still add to it.
-const NEVER: Duration = Duration::from_secs(1 << 40);
+/// How far from now a deadline lies whose duration is too long for an `Instant`: 2^40 s,
+/// about 35,000 years, so that code may still add to it.
+///
+/// Also the cap for a duration handed to code that adds it to an `Instant` itself (hyper's
+/// builders, say): `timeout.min(NEVER)` keeps a configured `Duration::MAX` ("no limit") from
+/// panicking there, and changes no duration shorter than 35,000 years.
+pub const NEVER: Duration = Duration::from_secs(1 << 40);
 
-/// The deadline `duration` from now, or `NEVER` from now if that is too far for an
-/// `Instant` (see the module doc). For the blocking waits that take an `Option`, where `None`
-/// means "no deadline", use `park::wait::deadline_in` instead.
-pub(crate) fn deadline_after(duration: Duration) -> Instant {
+/// The deadline `duration` from now, or [`NEVER`] from now if that is too far for an
+/// `Instant` (see the module doc): `Instant::now() + duration` without the overflow panic,
+/// for durations a user configures, where `Duration::MAX` means "no limit". (Inside spindle,
+/// the blocking waits that take an `Option`, where `None` means "no deadline", use
+/// `park::wait::deadline_in` instead.)
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let soon = spindle::time::deadline_after(Duration::from_secs(1));
+/// assert!(soon > Instant::now());
+/// // `Instant::now() + Duration::MAX` would panic; this is a deadline nobody lives to see.
+/// let never = spindle::time::deadline_after(Duration::MAX);
+/// assert!(never >= soon + Duration::from_secs(1 << 39));
+/// ```
+pub fn deadline_after(duration: Duration) -> Instant {
     deadline_from(Instant::now(), duration)
 }
 
-/// [`deadline_after`] from a given `now`.
-pub(crate) fn deadline_from(now: Instant, duration: Duration) -> Instant {
+/// [`deadline_after`] from a given `now` (an idle connection's deadline from the moment it
+/// went idle, say).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let idle_since = Instant::now();
+/// let expires = spindle::time::deadline_from(idle_since, Duration::MAX);
+/// assert_eq!(expires, idle_since + spindle::time::NEVER);
+/// ```
+pub fn deadline_from(now: Instant, duration: Duration) -> Instant {
     now.checked_add(duration).unwrap_or_else(|| now + NEVER)
 }
 

@@ -265,7 +265,7 @@ impl IdleFlag {
             *sleep = None;
             return false;
         };
-        let deadline = since + timeout;
+        let deadline = spindle::time::deadline_from(since, timeout);
         if Instant::now() >= deadline {
             s.expired = true;
             return true;
