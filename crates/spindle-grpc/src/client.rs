@@ -46,7 +46,8 @@ use crate::remote_call::{
     Stage,
 };
 
-/// Where and how to connect: the builder of a [`RemoteChannel`].
+/// Where and how to connect: the builder of a [`RemoteChannel`]. A timeout or keepalive
+/// setting of `Duration::MAX` means "no limit".
 ///
 /// ```no_run
 /// # async fn f() -> std::io::Result<()> {

@@ -45,7 +45,8 @@ use crate::wire::WireBody;
 use crate::{Channel, ResponseBody, ResponseFuture};
 
 /// Serves the services of a [`Channel`] over HTTP/2 (module docs). Built with the settings
-/// below, then started with [`Server::serve_tcp`] or [`Server::serve_unix`].
+/// below, then started with [`Server::serve_tcp`] or [`Server::serve_unix`]. A duration
+/// setting (timeouts, keepalive, shutdown grace) of `Duration::MAX` means "no limit".
 #[derive(Clone, Debug)]
 pub struct Server {
     channel: Channel,

@@ -14,7 +14,8 @@ use crate::{accept, Body, Request, Response};
 
 /// Server settings. The defaults suit a server facing the internet: request headers of at
 /// most 64 KiB and 100 fields, 30 s to send them, bodies of at most 2 MiB sent at 240 B/s or
-/// faster (after 5 s), 60 s of idle keep-alive, a strict `Host` rule.
+/// faster (after 5 s), 60 s of idle keep-alive, a strict `Host` rule. A duration setting of
+/// `Duration::MAX` means "no limit".
 #[derive(Debug, Clone)]
 pub struct Builder {
     config: Config,

@@ -140,7 +140,8 @@ pub(crate) struct ClientConfig {
 }
 
 /// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, idle pooled
-/// connections closed after 90 s, at most 32 idle and 256 open connections per host.
+/// connections closed after 90 s, at most 32 idle and 256 open connections per host. A
+/// timeout of `Duration::MAX` means "no limit".
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     config: ClientConfig,
