@@ -6,37 +6,10 @@ mod net;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
-use bytes::Bytes;
-use net::{grpc_frame, start, wait_until};
+use net::{grpc_frame, grpc_request, raw_client, start, wait_until};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::*;
 use tonic::Code;
-
-/// A raw HTTP/2 connection (hyper's client on a spindle socket), for looking at frames.
-async fn raw_client(
-    addr: std::net::SocketAddr,
-) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>> {
-    let stream = spindle::net::TcpStream::connect(addr).unwrap();
-    let (send, conn) = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor)
-        .timer(spindle::hyper_rt::Timer)
-        .handshake(stream)
-        .await
-        .unwrap();
-    drop(spindle::task::spawn_async(conn));
-    send
-}
-
-fn grpc_request(
-    addr: std::net::SocketAddr,
-    path: &str,
-    body: Bytes,
-) -> http::Request<http_body_util::Full<Bytes>> {
-    http::Request::post(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(http_body_util::Full::new(body))
-        .unwrap()
-}
 
 /// An error decided before any message goes out as a trailers-only response: one HEADERS
 /// frame with END_STREAM (grpc-go rejects HEADERS followed by an empty DATA frame). The

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use net::{grpc_frame, start, wait_until};
+use net::{grpc_frame, grpc_request, raw_client, start, wait_until};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::*;
 
@@ -112,20 +112,10 @@ fn the_largest_grpc_timeout_is_a_far_deadline() {
     let net = start(|s| s);
     let addr = net.addr;
     let (status, len) = net.run(async move {
-        let stream = spindle::net::TcpStream::connect(addr).unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor)
-            .timer(spindle::hyper_rt::Timer)
-            .handshake(stream)
-            .await
-            .unwrap();
-        drop(spindle::task::spawn_async(conn));
+        let mut send = raw_client(addr).await;
         let message = SimpleRequest { response_size: 3, ..Default::default() };
-        let request = http::Request::post(format!("http://{addr}/spindle.interop.TestService/UnaryCall"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .header("grpc-timeout", "99999999H")
-            .body(http_body_util::Full::new(grpc_frame(&message)))
-            .unwrap();
+        let mut request = grpc_request(addr, "/spindle.interop.TestService/UnaryCall", grpc_frame(&message));
+        request.headers_mut().insert("grpc-timeout", http::HeaderValue::from_static("99999999H"));
         let response = send.send_request(request).await.unwrap();
         let body = response.into_body().collect().await.unwrap();
         let status =

@@ -16,16 +16,21 @@ fn runtime() -> spindle::Runtime {
     spindle::Builder::new().worker_threads(1).build().unwrap()
 }
 
-/// The server's open connections, polled until `want` holds or 5 s pass.
-fn connections(server: &Server, want: impl Fn(usize) -> bool) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(5);
+/// `read()`, polled every 10 ms until `want` holds of it or `limit` passes; the last reading.
+fn poll_count(limit: Duration, read: impl Fn() -> usize, want: impl Fn(usize) -> bool) -> usize {
+    let deadline = Instant::now() + limit;
     loop {
-        let n = server.open_connections();
+        let n = read();
         if want(n) || Instant::now() > deadline {
             return n;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The server's open connections, polled until `want` holds or 5 s pass.
+fn connections(server: &Server, want: impl Fn(usize) -> bool) -> usize {
+    poll_count(Duration::from_secs(5), || server.open_connections(), want)
 }
 
 fn echo_server() -> Server {
@@ -331,14 +336,7 @@ fn host_header_is_the_urls_authority_with_ipv6_brackets_and_without_user_informa
 
 /// The client's pooled host records, polled until `want` holds or 10 s pass.
 fn pooled_hosts(client: &Client, want: impl Fn(usize) -> bool) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = client.pooled_hosts();
-        if want(n) || Instant::now() > deadline {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_count(Duration::from_secs(10), || client.pooled_hosts(), want)
 }
 
 /// The pool forgets a host once nothing of it is left (no connection open, being opened or

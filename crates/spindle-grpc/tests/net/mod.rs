@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use spindle_grpc::{Channel, Endpoint, RemoteChannel, Server, Serving};
 use spindle_grpc_interop::Counters;
 
@@ -104,4 +106,31 @@ pub fn grpc_frame(message: &impl prost::Message) -> bytes::Bytes {
     frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
     frame.extend_from_slice(&encoded);
     frame.into()
+}
+
+/// A raw HTTP/2 connection (hyper's client on a spindle socket), for looking at frames.
+pub async fn raw_client(
+    addr: std::net::SocketAddr,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>> {
+    let stream = spindle::net::TcpStream::connect(addr).unwrap();
+    let (send, conn) = hyper::client::conn::http2::Builder::new(spindle::hyper_rt::Executor)
+        .timer(spindle::hyper_rt::Timer)
+        .handshake(stream)
+        .await
+        .unwrap();
+    drop(spindle::task::spawn_async(conn));
+    send
+}
+
+/// A gRPC POST of `body` (framed messages) to `path` on `addr`.
+pub fn grpc_request(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: Bytes,
+) -> http::Request<http_body_util::Full<Bytes>> {
+    http::Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::Full::new(body))
+        .unwrap()
 }
