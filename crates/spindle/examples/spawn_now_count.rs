@@ -7,7 +7,7 @@
 //! (`scripts/spawn_instructions.sh --now` does that).
 //!
 //! Usage: `spawn_now_count [N] [named]`; `named` gives each fiber a name and a stack size, as
-//! spindle-http does (a `String` built per request).
+//! spindle-http does (a [`spindle::fiber::Name`] built per request from pieces, stored inline).
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -19,8 +19,9 @@ fn main() {
             let mut sum = 0u64;
             for i in 0..n {
                 let builder = if named {
-                    let mut name = String::with_capacity(11); // exact, as spindle-http's `handler_name`
-                    name.push_str("count GET /");
+                    // As spindle-http's `handler_name`: the pieces joined into the name in place.
+                    let method = if i == u64::MAX { "POST" } else { "GET" };
+                    let name = spindle::fiber::Name::concat(&["count ", method, " /"]);
                     spindle::fiber::Builder::new().name(name).stack_size(256 * 1024)
                 } else {
                     spindle::fiber::Builder::new()

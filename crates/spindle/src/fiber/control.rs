@@ -45,7 +45,7 @@ pub(crate) struct Header {
     /// on the closure's alignment.
     pub(crate) refs: super::block::Count,
     pub(crate) id: u64,
-    pub(crate) name: Option<Box<str>>,
+    pub(crate) name: Option<super::Name>,
     /// Stack size in bytes, guard page included, rounded to pages.
     pub(crate) stack_size: usize,
     /// Saved stack pointer while suspended (owner-only).
@@ -97,7 +97,7 @@ unsafe impl Sync for Header {}
 unsafe impl Send for Header {}
 
 impl Header {
-    pub(crate) fn new(id: u64, name: Option<Box<str>>, stack_size: usize) -> Header {
+    pub(crate) fn new(id: u64, name: Option<super::Name>, stack_size: usize) -> Header {
         Header {
             refs: super::block::Count::new(),
             id,

@@ -30,7 +30,7 @@ use crate::sched::worker;
 /// ```
 #[derive(Debug, Default)]
 pub struct Builder {
-    name: Option<String>,
+    name: Option<super::Name>,
     stack_size: Option<usize>,
     worker: Option<usize>,
 }
@@ -40,8 +40,10 @@ impl Builder {
         Builder::default()
     }
 
-    /// Names the fiber; the name shows in [`Fiber::name`](super::Fiber::name) and in the stack overflow message.
-    pub fn name(mut self, name: impl Into<String>) -> Builder {
+    /// Names the fiber; the name shows in [`Fiber::name`](super::Fiber::name), in the stack
+    /// overflow message and in fiber dumps. A name of up to [`Name::INLINE`](super::Name::INLINE)
+    /// bytes is kept without an allocation.
+    pub fn name(mut self, name: impl Into<super::Name>) -> Builder {
         self.name = Some(name.into());
         self
     }
@@ -223,7 +225,7 @@ impl Builder {
             Some(size) => stack::normalize_size(size)?,
             None => default_stack,
         };
-        let name = self.name.map(String::into_boxed_str);
+        let name = self.name;
         let id = FiberId::next().0;
         let building = block::Vacant::<StageImpl<J, T>>::take().write_header(move || {
             let header = Header::new(id, name, stack_size);
