@@ -147,15 +147,17 @@ fn slow_client_is_disconnected_by_the_header_timeout() {
         Server::builder().header_read_timeout(Duration::from_millis(300)).serve(local(), hello).unwrap();
     let mut s = connect(server.local_addr());
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
-    let start = Instant::now();
     let mut out = Vec::new();
-    // EOF (or a reset) means the server closed; the read timeout (20 s) would fail the test.
-    let res = s.read_to_end(&mut out);
-    assert!(
-        res.is_ok() || res.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
-        "{res:?}"
-    );
-    assert!(start.elapsed() < Duration::from_secs(15));
+    // EOF (or a reset) means the server closed. The client's read timeout (20 s, set by
+    // `connect`) is only a hang guard: hitting it means the server never closed.
+    match s.read_to_end(&mut out) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            panic!("hung: the server did not close the connection within the client's 20 s read timeout")
+        }
+        Err(e) => panic!("{e:?}"),
+    }
     // Whatever it sent is not a success.
     assert!(!String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
     server.shutdown();

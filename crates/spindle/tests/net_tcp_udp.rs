@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 use spindle::net::{TcpListener, TcpStream, UdpSocket};
 use spindle::Runtime;
 
+#[path = "support/hang_guard.rs"]
+mod hang_guard;
+use hang_guard::returns_within_hang_limit;
+
 /// Raises the soft descriptor limit to the hard one (the tests open a few thousand sockets).
 fn raise_fd_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -212,38 +216,56 @@ fn accept_under_fd_exhaustion_returns_emfile_and_recovers() {
         assert!(all.contains("EMFILE seen and recovered"), "{all}");
         return;
     }
-    let rt = Runtime::new().unwrap();
-    rt.block_on(|| {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        // Connect from a thread (its sockets are made before the limit drops).
-        let clients = std::thread::spawn(move || {
-            (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect::<Vec<_>>()
-        })
-        .join()
-        .unwrap();
-        // Fill the descriptor table up to a low limit.
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: valid rlimit struct.
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-        let mut hogs = Vec::new();
-        let used = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
-        let low = libc::rlimit { rlim_cur: used + 4, rlim_max: lim.rlim_max };
-        // SAFETY: valid rlimit struct.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) };
-        while let Ok(f) = std::fs::File::open("/dev/null") {
-            hogs.push(f);
-        }
-        let t0 = Instant::now();
-        let err = listener.accept().unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
-        assert!(t0.elapsed() < Duration::from_secs(5), "accept must return the error, not spin");
-        drop(hogs.pop());
-        let (conn, _) = listener.accept().expect("accept works again once a descriptor is free");
-        drop(conn);
-        println!("EMFILE seen and recovered");
-        drop(clients);
+    // Nothing frees a descriptor before the first accept returns, so an accept that retried
+    // until it worked (spinning, or waiting for readiness again) would never return: a hang,
+    // guarded as one.
+    returns_within_hang_limit("accept with the descriptor table full (or once one is freed)", || {
+        // One worker: a second fiber there runs only when the accepting fiber suspends.
+        let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+        rt.block_on(accept_under_fd_exhaustion_child)
     });
+}
+
+/// The child's body of `accept_under_fd_exhaustion_returns_emfile_and_recovers`, in a fiber.
+fn accept_under_fd_exhaustion_child() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Connect from a thread (its sockets are made before the limit drops).
+    let clients = std::thread::spawn(move || {
+        (0..3).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    // A fiber queued behind this one on the worker: it runs only once this fiber suspends.
+    let witness_ran = Arc::new(AtomicUsize::new(0));
+    let witness = {
+        let witness_ran = witness_ran.clone();
+        spindle::spawn(move || witness_ran.fetch_add(1, Ordering::SeqCst))
+    };
+    // Fill the descriptor table up to a low limit.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid rlimit struct.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    let mut hogs = Vec::new();
+    let used = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+    let low = libc::rlimit { rlim_cur: used + 4, rlim_max: lim.rlim_max };
+    // SAFETY: valid rlimit struct.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) };
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        hogs.push(f);
+    }
+    let err = listener.accept().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
+    // One attempt, its error returned as is: the fiber never suspended to retry (a retry
+    // after a yield or a readiness wait would have let the witness run first).
+    assert_eq!(witness_ran.load(Ordering::SeqCst), 0, "accept suspended before returning EMFILE");
+    // The failed attempt left the pending connection queued: the next accept takes it.
+    drop(hogs.pop());
+    let (conn, _) = listener.accept().expect("accept works again once a descriptor is free");
+    drop(conn);
+    println!("EMFILE seen and recovered");
+    drop(clients);
+    witness.join().unwrap();
 }
 
 #[test]

@@ -2,10 +2,18 @@
 //! timers at once, and timers at runtime shutdown.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use spindle::time::{sleep, sleep_future, timeout, Elapsed};
 use spindle::Runtime;
+
+#[path = "support/hang_guard.rs"]
+mod hang_guard;
+use hang_guard::returns_within_hang_limit;
 
 #[test]
 fn sleep_in_a_fiber_parks_it_and_never_ends_early() {
@@ -45,15 +53,43 @@ fn many_timers_fire_in_deadline_order() {
     assert_eq!(order, vec![0, 10, 20, 30, 40, 50]);
 }
 
+/// Wraps a future and records what became of it: polled at least once, completed.
+struct Watched<F> {
+    inner: Pin<Box<F>>,
+    polled: Arc<AtomicBool>,
+    completed: Arc<AtomicBool>,
+}
+
+impl<F: Future> Future for Watched<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.polled.store(true, Ordering::SeqCst);
+        let poll = self.inner.as_mut().poll(cx);
+        if poll.is_ready() {
+            self.completed.store(true, Ordering::SeqCst);
+        }
+        poll
+    }
+}
+
 #[test]
 fn timeout_fires_on_a_slow_future_and_passes_a_fast_one() {
     let rt = Runtime::new().unwrap();
     rt.block_on(|| {
-        let slow = timeout(Duration::from_millis(20), sleep_future(Duration::from_secs(30)));
+        let (polled, completed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let slow = Watched {
+            inner: Box::pin(sleep_future(Duration::from_secs(30))),
+            polled: polled.clone(),
+            completed: completed.clone(),
+        };
+        let slow = timeout(Duration::from_millis(20), slow);
         let t0 = Instant::now();
         assert_eq!(spindle::task::block_on(slow), Err(Elapsed));
         assert!(t0.elapsed() >= Duration::from_millis(20));
-        assert!(t0.elapsed() < Duration::from_secs(10), "the 30 s timer must not be waited for");
+        // The timeout's own timer won the race: the 30 s sleep was armed (polled) but never
+        // completed, and the timeout dropped it (cancelling its timer) when it returned.
+        assert!(polled.load(Ordering::SeqCst), "the timeout never polled the slow future");
+        assert!(!completed.load(Ordering::SeqCst), "the 30 s timer must not be waited for");
         let fast = timeout(Duration::from_secs(30), async { 7 });
         assert_eq!(spindle::task::block_on(fast), Ok(7));
     });
@@ -79,12 +115,20 @@ fn a_hundred_thousand_timers_cancelled_and_fired() {
 #[test]
 fn shutdown_cancels_sleeping_fibers() {
     let rt = Runtime::new().unwrap();
-    let h = rt.spawn(|| sleep(Duration::from_secs(3600)));
-    std::thread::sleep(Duration::from_millis(20));
-    let t0 = Instant::now();
-    drop(rt);
-    assert!(t0.elapsed() < Duration::from_secs(60));
+    let unwound = Arc::new(AtomicBool::new(false));
+    let flag = Flag(unwound.clone());
+    let (asleep_tx, asleep_rx) = std::sync::mpsc::channel();
+    let h = rt.spawn(move || {
+        let _flag = flag;
+        asleep_tx.send(()).unwrap();
+        sleep(Duration::from_secs(3600));
+    });
+    // The fiber runs, and goes to sleep next.
+    asleep_rx.recv().unwrap();
+    // A shutdown that waited for the sleeper would take an hour: a hang, guarded as one.
+    returns_within_hang_limit("dropping a runtime with a fiber asleep for an hour", move || drop(rt));
     assert!(h.join().unwrap_err().is_cancelled());
+    assert!(unwound.load(Ordering::SeqCst), "the sleeping fiber unwound, running its destructors");
 }
 
 #[test]
@@ -94,10 +138,10 @@ fn sleep_on_a_plain_thread_sleeps_the_thread() {
     assert!(t0.elapsed() >= Duration::from_millis(5));
 }
 
-struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+struct Flag(Arc<AtomicBool>);
 impl Drop for Flag {
     fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
@@ -149,9 +193,6 @@ fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
 /// wheel's own firing wakes it at the end.
 #[test]
 fn a_sleep_future_polled_spuriously_still_ends_at_its_deadline_and_not_before() {
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
     /// Polls the sleep, and while it is pending wakes its own task (a spurious wake-up for
     /// the sleep) every time, counting the polls.
     struct Spurious {
