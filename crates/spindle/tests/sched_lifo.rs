@@ -1,6 +1,7 @@
 //! The LIFO slots (module `sched::worker`, "LIFO slots"): a task or fiber woken by code running
 //! on its worker runs next, ahead of older queued work, unless the task is batched ("batched
-//! tasks": it goes behind them); the cap on consecutive LIFO runs keeps
+//! tasks": it goes behind them) or the fiber is a joiner woken by a completion (module
+//! `park::completion`: it goes behind them too); the cap on consecutive LIFO runs keeps
 //! a ping-pong pair from starving the rest (tasks, fibers, timers); a flood of wake-ups is
 //! still stolen by an idle worker; and no wake-up is lost when pairs play across workers.
 //!
@@ -198,6 +199,55 @@ fn a_yielding_fiber_goes_behind_the_others_even_after_a_wake_up() {
         other.join().unwrap();
     });
     assert_eq!(*log.lock().unwrap(), ["woken", "other", "yielder"]);
+}
+
+#[test]
+fn a_joiner_woken_by_a_completion_runs_after_older_queued_fibers() {
+    // Module `park::completion`, "a completion wakes its joiner behind the queue": unlike the
+    // wake-up above, the joiner goes to the back, so a fiber joining many in turn runs once
+    // per pass instead of after each completion.
+    let rt = runtime(1);
+    let log: Log = Arc::default();
+    let log2 = log.clone();
+    rt.block_on(move || {
+        let log = log2;
+        let l = log.clone();
+        let first = spindle::spawn(move || note(&l, "first"));
+        let older: Vec<_> = (0..3)
+            .map(|i| {
+                let l = log.clone();
+                spindle::spawn(move || note(&l, format!("older {i}")))
+            })
+            .collect();
+        first.join().unwrap(); // parks; `first` runs and its completion wakes us
+        note(&log, "joiner");
+        for h in older {
+            h.join().unwrap();
+        }
+    });
+    assert_eq!(*log.lock().unwrap(), ["first", "older 0", "older 1", "older 2", "joiner"]);
+}
+
+#[test]
+fn a_fiber_joining_many_in_turn_parks_once_per_pass() {
+    // 1,000 fibers that finish at their first run, joined in spawn order: the joiner parks at
+    // the first join, is queued behind the other 999 when the first completes, and finds
+    // them all finished when it runs again. Counted through the worker's switches into
+    // fibers: the 1,000 first runs and a few of the joiner's, where a joiner woken after
+    // each completion would add 1,000 more.
+    let rt = runtime(1);
+    let resumed = |rt: &Runtime| rt.metrics().iter().map(|m| m.fibers_resumed).sum::<u64>();
+    let before = resumed(&rt);
+    rt.block_on(|| {
+        let handles: Vec<_> = (0..1000u32).map(|i| spindle::spawn(move || i)).collect();
+        let sum: u32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(sum, 999 * 1000 / 2);
+    });
+    let resumptions = resumed(&rt) - before;
+    assert!(
+        resumptions < 1100,
+        "{resumptions} switches for 1,000 joins: the joiner ran after each completion"
+    );
 }
 
 /// A task pair that plays ping-pong until `stop`, and counts its round trips.

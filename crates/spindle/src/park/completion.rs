@@ -41,6 +41,14 @@
 //!   the spawn-and-join loop's). The joiner stays alive while registered: it leaves the join
 //!   only once it saw `COMPLETE` (set by a completer that wakes it without switching away
 //!   first) or, unwinding (cancelled), after taking its waiter back with plain stores.
+//! - **A completion wakes its joiner behind the queue.** A joining fiber of the completer's
+//!   own worker is queued at the back of the run queue, not in the LIFO slot that other
+//!   wake-ups use: the fibers queued before it run first, so a fiber that joins many in turn
+//!   (`join_all`, a scatter-gather) runs once per pass and finds several finished, instead
+//!   of running after each completion only to park again on the next handle (two switches a
+//!   join: 10 rounds of 10,000 fibers that yield once and are joined in order, 0.30-0.35 ->
+//!   0.23-0.26 µs a fiber). tokio's current-thread scheduler queues every wake-up this way.
+//!   The price: a single join under load waits for the queue to pass once more.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -77,7 +85,8 @@ impl Wake for Forward {
     fn wake_by_ref(self: &Arc<Self>) {
         let target = lock(&self.0).take();
         if let Some(w) = target {
-            w.wake();
+            // Only a completion wakes a forwarder: its target is a joiner too.
+            w.wake_joiner();
         }
     }
 }
@@ -99,11 +108,12 @@ impl Completion {
         self.word.is_complete()
     }
 
-    /// By the completer, once, after storing the result: wakes the joiner if one waits.
+    /// By the completer, once, after storing the result: wakes the joiner if one waits,
+    /// behind the queued fibers ("a completion wakes its joiner behind the queue").
     #[inline]
     pub(crate) fn complete(&self) {
         if let Some(waiter) = self.word.complete() {
-            waiter.wake();
+            waiter.wake_joiner();
         }
     }
 

@@ -59,7 +59,7 @@ use crate::fiber::block::FiberPtr;
 use crate::fiber::control::FiberRef;
 use crate::loom::AtomicU8;
 use crate::sched::caller::{blocking_caller, Caller};
-use crate::sched::worker::{self, TimerHandle, Worker};
+use crate::sched::worker::{self, Queued, TimerHandle, Worker};
 pub(crate) use wait_list::{wake, WaitList, WaitNode};
 
 /// A parked fiber or thread that can be woken, or the waker of a pending future.
@@ -117,8 +117,21 @@ impl Waiter {
     }
 
     pub(crate) fn wake_by_ref(&self) {
+        self.wake_as(Queued::Woken);
+    }
+
+    /// Wakes the joiner of a completion (module `completion`, "a completion wakes its joiner
+    /// behind the queue"): a fiber of this worker goes to the back of its run queue, not into
+    /// the LIFO slot.
+    pub(crate) fn wake_joiner(self) {
+        self.wake_as(Queued::Back);
+    }
+
+    /// Wakes the waiter; a fiber of the current worker is queued as `how` says.
+    #[inline]
+    fn wake_as(&self, how: Queued) {
         match self {
-            Waiter::Fiber(fiber) => unpark(fiber),
+            Waiter::Fiber(fiber) => unpark_as(fiber, how),
             Waiter::Thread(thread) => thread.unpark(),
             Waiter::Task(waker) => waker.wake_by_ref(),
             Waiter::Home(HomeFiber(ptr)) => {
@@ -126,7 +139,7 @@ impl Waiter {
                 // its join while this waiter is registered); the reference made here is not
                 // dropped, so no count is given up that was not taken.
                 let fiber = std::mem::ManuallyDrop::new(unsafe { FiberRef::from_raw(*ptr) });
-                unpark(&fiber)
+                unpark_as(&fiber, how)
             }
         }
     }
@@ -138,14 +151,21 @@ impl Waiter {
 }
 
 /// Wakes a parked fiber, or leaves a permit if it is not parked. Callable from any thread.
+/// A fiber of the current worker goes into its LIFO slot, to run next.
 pub(crate) fn unpark(fiber: &FiberRef) {
+    unpark_as(fiber, Queued::Woken);
+}
+
+/// [`unpark`], queueing a fiber of the current worker as `how` says.
+#[inline]
+fn unpark_as(fiber: &FiberRef, how: Queued) {
     if fiber.header.park.unpark() {
         // We moved it PARKED -> IDLE: queueing it is our duty (one rescheduler), on its owner.
         // SAFETY: a parked fiber forgot its run reference for its one rescheduler, which we
         // now are (module `sched::worker`, "a started fiber owns itself"); `fiber` is a
         // reference to the same cell, so its pointer is that reference's.
         let run_ref = unsafe { FiberRef::from_raw(FiberRef::as_ptr(fiber)) };
-        worker::reschedule(run_ref);
+        worker::reschedule(run_ref, how);
     }
 }
 

@@ -17,7 +17,8 @@
 //! # Queueing work: three verbs
 //!
 //! - **queue** ([`Worker::queue_fiber`], [`Worker::queue_task`]): onto this worker's own
-//!   queues, from its own thread; [`Queued::Woken`] puts it in the LIFO slot.
+//!   queues, from its own thread; [`Queued::Woken`] puts it in the LIFO slot (every wake-up
+//!   but a completion's, whose joiner goes to the back: module `park::completion`).
 //! - **send** ([`WorkerShared::send_fiber`], [`WorkerShared::send_task`]): into another
 //!   worker's inbox, from any thread, waking it.
 //! - **inject** (`RuntimeShared::inject_fiber`, `inject_task`): into the runtime's injector,

@@ -415,16 +415,16 @@ fn stack_error(len: usize, err: io::Error) -> io::Error {
 }
 
 /// Queues a fiber that its waker has just moved out of `PARKED` (module `park`, "one
-/// rescheduler") on the worker that owns it ("fibers stay home"): into this worker's LIFO
-/// slot when that is the current one, else through the owner's inbox.
+/// rescheduler") on the worker that owns it ("fibers stay home"): on this worker as `how`
+/// says when that is the current one (`Woken`: the LIFO slot; `Back`: behind the queued
+/// fibers, for a joiner woken by a completion, module `park::completion`), else through the
+/// owner's inbox.
 #[inline]
-pub(crate) fn reschedule(fiber: FiberRef) {
+pub(crate) fn reschedule(fiber: FiberRef, how: Queued) {
     let owner = fiber.header.owner_ptr();
     assert!(!owner.is_null(), "a parked fiber has an owner");
     match current() {
-        Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => {
-            worker.queue_fiber(fiber, Queued::Woken)
-        }
+        Some(worker) if std::ptr::eq(Arc::as_ptr(&worker.shared), owner) => worker.queue_fiber(fiber, how),
         _ => send_home(owner, fiber),
     }
 }
