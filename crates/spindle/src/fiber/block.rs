@@ -27,21 +27,16 @@
 //!   second drop (the run reference or the handle's, whichever goes last) saves its
 //!   `fetch_sub` so. Loom-checked with the rest (`loom_block_count`).
 //! - **A freed block is plain memory.** The cell is dropped in place before its memory goes to
-//!   the cache of the thread that dropped the last reference. The cache holds only memory of
-//!   the global allocator with the layout it is filed under, hands a block out only for that
-//!   layout, keeps none larger than `CACHE_MAX_BLOCK` bytes (so a thread holds at most about
-//!   half a MiB), gives memory back to the allocator beyond `CACHE_CAP` blocks per layout or
-//!   `CACHE_LAYOUTS` layouts (plus the one hot block), and when its thread exits. No user
-//!   code runs while the cache is borrowed (the cell's drop runs before), so it is never
-//!   borrowed twice.
+//!   the cache of the thread that dropped the last reference (module `fiber::block_cache`,
+//!   whose invariants say what it keeps).
 
 use std::alloc::Layout;
-use std::cell::RefCell;
 use std::fmt;
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
+use super::block_cache::{allocate, put, take, CACHE_MAX_BLOCK};
 use super::control::{FiberCell, Header, Output, Stage};
 use crate::loom::AtomicUsize;
 
@@ -318,149 +313,6 @@ unsafe fn free<S: ?Sized>(ptr: NonNull<FiberCell<S>>) {
     // SAFETY: as above; the cell is dropped once, here, and not touched again.
     unsafe { std::ptr::drop_in_place(ptr.as_ptr()) };
     put(ptr.cast::<u8>(), layout);
-}
-
-/// Most blocks of one layout a thread keeps for reuse.
-const CACHE_CAP: usize = 64;
-/// Most layouts a thread keeps blocks of (few closure types are spawned in a loop).
-const CACHE_LAYOUTS: usize = 8;
-/// Larger blocks (a closure that captures a large array) go to and come from the allocator:
-/// the cache would hold too much memory, and malloc's share of their cost is small.
-const CACHE_MAX_BLOCK: usize = 1024;
-
-/// Freed blocks of one thread, by layout ("a freed block is plain memory").
-struct Cache {
-    /// The block freed last: the next spawn of the same closure type takes it back without
-    /// searching `classes` (a fiber's end then a spawn is the common rhythm).
-    hot: Option<(Layout, NonNull<u8>)>,
-    classes: Vec<(Layout, Vec<NonNull<u8>>)>,
-}
-
-impl Cache {
-    /// Files a block in `classes`, or frees it when they are full.
-    fn file(&mut self, block: NonNull<u8>, layout: Layout) {
-        if let Some((_, list)) = self.classes.iter_mut().find(|(l, _)| *l == layout) {
-            if list.len() < CACHE_CAP {
-                return list.push(block);
-            }
-        } else if self.classes.len() < CACHE_LAYOUTS {
-            return self.classes.push((layout, vec![block]));
-        }
-        // SAFETY: the block's memory, from the global allocator with `layout`, no longer
-        // used by anyone (its cell was dropped) and not in the cache.
-        unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
-    }
-}
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        let hot = self.hot.take().map(|(layout, block)| (layout, vec![block]));
-        for (layout, blocks) in self.classes.drain(..).chain(hot) {
-            for block in blocks {
-                // SAFETY: from the global allocator with `layout` ("a freed block is plain
-                // memory"), and in the cache only once.
-                unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
-            }
-        }
-    }
-}
-
-thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache { hot: None, classes: Vec::new() }) };
-}
-
-/// Memory for a block of `layout` (at most `CACHE_MAX_BLOCK` bytes): a cached one, else the
-/// allocator's. Out of line: inlined, it made the spawns that inline `Vacant::take` copy the
-/// cell twice.
-#[inline(never)]
-fn take(layout: Layout) -> NonNull<u8> {
-    let cached = CACHE
-        .try_with(|cache| {
-            let mut cache = cache.try_borrow_mut().ok()?;
-            match cache.hot {
-                Some((l, block)) if l == layout => {
-                    cache.hot = None;
-                    Some(block)
-                }
-                _ => cache.classes.iter_mut().find(|(l, _)| *l == layout)?.1.pop(),
-            }
-        })
-        .ok()
-        .flatten();
-    cached.unwrap_or_else(|| allocate(layout))
-}
-
-/// Memory for a block of `layout` from the global allocator.
-fn allocate(layout: Layout) -> NonNull<u8> {
-    // SAFETY: `layout` is a cell's, never zero-sized (its header holds the count).
-    let raw = unsafe { std::alloc::alloc(layout) };
-    NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
-}
-
-/// Files the memory of a freed block for reuse on this thread, or frees it.
-#[inline]
-fn put(block: NonNull<u8>, layout: Layout) {
-    let kept = layout.size() <= CACHE_MAX_BLOCK
-        && CACHE
-            .try_with(|cache| {
-                let Ok(mut cache) = cache.try_borrow_mut() else { return false };
-                // The newest block is the hot one; the one it replaces is filed by layout.
-                if let Some((l, previous)) = cache.hot.replace((layout, block)) {
-                    cache.file(previous, l);
-                }
-                true
-            })
-            .unwrap_or(false);
-    if !kept {
-        // SAFETY: the block's memory, from the global allocator with `layout`, no longer
-        // used by anyone (its cell was dropped) and not in the cache.
-        unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
-    }
-}
-
-#[cfg(all(test, not(spindle_loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cache_reuses_the_last_block_of_a_layout_and_stays_within_its_caps() {
-        let layout = Layout::from_size_align(200, 8).unwrap();
-        let other = Layout::from_size_align(328, 16).unwrap();
-        let blocks: Vec<NonNull<u8>> = (0..CACHE_CAP + 10).map(|_| take(layout)).collect();
-        let last = *blocks.last().unwrap();
-        for block in blocks {
-            put(block, layout);
-        }
-        let again = take(layout);
-        assert_eq!(again, last, "the block freed last comes back first");
-        put(again, layout);
-        let odd = take(other);
-        put(odd, other);
-        assert_eq!(take(other), odd, "each layout gets its own blocks");
-        put(odd, other);
-        CACHE.with(|cache| {
-            let cache = cache.borrow();
-            let filed: usize = cache.classes.iter().map(|(_, list)| list.len()).sum();
-            assert!(filed <= CACHE_CAP, "beyond the cap, blocks went back to the allocator");
-            for (l, list) in &cache.classes {
-                assert!(list.len() <= CACHE_CAP);
-                assert!(*l == layout || *l == other);
-            }
-        });
-        // The rest is freed with the thread's cache (valgrind sees no leak).
-    }
-
-    #[test]
-    fn blocks_larger_than_the_cap_are_not_cached() {
-        let large = Layout::from_size_align(CACHE_MAX_BLOCK + 8, 8).unwrap();
-        let block = allocate(large);
-        put(block, large);
-        CACHE.with(|cache| {
-            let cache = cache.borrow();
-            assert!(cache.hot.is_none_or(|(l, _)| l != large), "not the hot block");
-            assert!(cache.classes.iter().all(|(l, _)| *l != large), "not filed");
-        });
-    }
 }
 
 #[cfg(all(test, spindle_loom))]

@@ -43,6 +43,8 @@ impl Worker {
     pub(crate) fn run(&self) {
         let _alt = overflow::AltStack::ensure();
         WORKER.with(|w| w.set(self));
+        // This thread's idle moments trim its control block cache: it may keep a burst.
+        crate::fiber::block_cache::on_worker_thread();
         loop {
             if self.stopping.get() {
                 break; // a fiber saw the shutdown between two switches
@@ -157,6 +159,7 @@ impl Worker {
         self.fire_timers(after);
         if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
             self.pool.borrow_mut().trim();
+            crate::fiber::block_cache::trim();
         }
     }
 
