@@ -18,7 +18,18 @@
 //!
 //! - **Never hang.** A call waiting for a connection is woken by every state change; the
 //!   manager leaves the state `Down` whenever it stops (its guard), so no call waits on a
-//!   manager that is gone. Every call's wait is bounded by its deadline too.
+//!   manager that is gone. A waiter that finds no connection asks the idle manager for one at
+//!   each look, the one after registering its waker included (a connection made and lost
+//!   between the two would otherwise leave both waiting for the other). Every call's wait is
+//!   bounded by its deadline too.
+//! - **A call waits for one connection.** A waiter remembers how many connections had been
+//!   published when it began to wait (when the call started, or `connect` was called: before
+//!   the manager may run; [`Shared::poll_sender`]). If the next one is lost before it could be
+//!   used (a server that hangs up right after its SETTINGS), the waiter fails with
+//!   `UNAVAILABLE` (`connect`: an error) instead of asking for another. With the wishes
+//!   granted by each attempt (`Connecting` clears them), a lost connection is replaced only
+//!   for a waiter, one new connection per waiter at most (a failed attempt is retried after
+//!   the backoff, module `connector`).
 //! - **Stream permits.** A call holds one permit of [`Shared::in_flight`] from `poll_ready`
 //!   (or `call`) until its response body ends or is dropped; `poll_ready` is pending while
 //!   the calls in flight reach the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (or the
@@ -32,7 +43,7 @@
 //!   on the channel's runtime ([`Deadline`]).
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -184,8 +195,10 @@ impl Endpoint {
     /// Run it with `.await` in a task, or `spindle::task::block_on` in a fiber or thread.
     pub async fn connect(&self) -> io::Result<RemoteChannel> {
         let channel = self.build()?;
+        // Waiting from now on (module docs, "A call waits for one connection").
+        let since = channel.shared.published.load(Ordering::Relaxed);
         channel.shared.start()?;
-        std::future::poll_fn(|cx| channel.shared.poll_connected(cx)).await?;
+        std::future::poll_fn(|cx| channel.shared.poll_connected(cx, since)).await?;
         Ok(channel)
     }
 
@@ -211,6 +224,8 @@ impl Endpoint {
 pub(crate) struct Shared {
     pub(crate) endpoint: Endpoint,
     state: Mutex<ConnState>,
+    /// Connections published so far (`Ready` states set; changed under `state`'s lock).
+    published: AtomicU64,
     /// Woken at every change of `state`.
     state_waiters: Mutex<Vec<Waker>>,
     started: AtomicBool,
@@ -242,6 +257,7 @@ impl Shared {
         Shared {
             endpoint,
             state: Mutex::new(ConnState::Idle),
+            published: AtomicU64::new(0),
             state_waiters: Mutex::default(),
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
@@ -290,7 +306,19 @@ impl Shared {
     }
 
     pub(crate) fn set_state(&self, state: ConnState) {
-        *lock(&self.state) = state;
+        {
+            let mut slot = lock(&self.state);
+            match state {
+                ConnState::Ready(_) => {
+                    self.published.fetch_add(1, Ordering::Relaxed);
+                }
+                // This attempt serves every call waiting now: their wishes are granted (a wish
+                // left over would open a connection later that no call waits for).
+                ConnState::Connecting => self.wanted.store(false, Ordering::Release),
+                ConnState::Idle | ConnState::Down { .. } => {}
+            }
+            *slot = state;
+        }
         let waiters = std::mem::take(&mut *lock(&self.state_waiters));
         for w in waiters {
             w.wake();
@@ -299,9 +327,9 @@ impl Shared {
         self.wake_permit_waiters();
     }
 
-    /// Ready when the state is connected (`Ok`) or down (`Err`).
-    fn poll_connected(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.poll_sender(cx) {
+    /// Ready when the state is connected (`Ok`) or down (`Err`), as [`Shared::poll_sender`].
+    fn poll_connected(&self, cx: &mut Context<'_>, since: u64) -> Poll<io::Result<()>> {
+        match self.poll_sender(cx, since) {
             Poll::Ready(Ok(_)) => Poll::Ready(Ok(())),
             Poll::Ready(Err(status)) => {
                 Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionRefused, status.message())))
@@ -311,38 +339,53 @@ impl Shared {
     }
 
     /// The connection to send a call on, or the status of a channel that is down; pending
-    /// (waker registered) while connecting.
-    pub(crate) fn poll_sender(&self, cx: &mut Context<'_>) -> Poll<Result<connector::Sender, Status>> {
-        {
-            let state = lock(&self.state);
-            match &*state {
-                ConnState::Ready(sender) if !sender.is_closed() => return Poll::Ready(Ok(sender.clone())),
-                ConnState::Down { error } => {
-                    return Poll::Ready(Err(Status::unavailable(format!(
-                        "spindle-grpc: not connected: {error}"
-                    ))))
-                }
-                ConnState::Idle | ConnState::Ready(_) => self.want(),
-                ConnState::Connecting => {}
-            }
+    /// (waker registered) while connecting. `since` is the caller's: the connections published
+    /// when it began to wait; once one more was published, a lost connection fails the call
+    /// instead of asking for another (module docs, "A call waits for one connection").
+    pub(crate) fn poll_sender(
+        &self,
+        cx: &mut Context<'_>,
+        since: u64,
+    ) -> Poll<Result<connector::Sender, Status>> {
+        if let Some(outcome) = self.look(since) {
+            return Poll::Ready(outcome);
         }
         lock(&self.state_waiters).push(cx.waker().clone());
-        // Look again: the state may have changed before the waker was in.
-        let state = lock(&self.state);
-        match &*state {
-            ConnState::Ready(sender) if !sender.is_closed() => Poll::Ready(Ok(sender.clone())),
-            ConnState::Down { error } => {
-                Poll::Ready(Err(Status::unavailable(format!("spindle-grpc: not connected: {error}"))))
-            }
-            _ => Poll::Pending,
+        // Look again, the same way: the state may have changed before the waker was in (a
+        // connection published and lost meanwhile, the manager idle again).
+        match self.look(since) {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
         }
     }
 
-    /// The live connection's sender, if connected.
-    fn ready_sender(&self) -> Option<connector::Sender> {
+    /// What a caller waiting since `since` gets now (`None`: it waits, and an idle manager
+    /// was asked for a connection).
+    fn look(&self, since: u64) -> Option<Result<connector::Sender, Status>> {
+        let state = lock(&self.state);
+        match &*state {
+            ConnState::Ready(sender) if !sender.is_closed() => return Some(Ok(sender.clone())),
+            ConnState::Down { error } => {
+                return Some(Err(Status::unavailable(format!("spindle-grpc: not connected: {error}"))))
+            }
+            _ if since != self.published.load(Ordering::Relaxed) => {
+                return Some(Err(Status::unavailable(format!(
+                    "spindle-grpc: the connection to {:?} closed before it could be used",
+                    self.endpoint.target
+                ))))
+            }
+            ConnState::Idle | ConnState::Ready(_) => self.want(),
+            ConnState::Connecting => {}
+        }
+        None
+    }
+
+    /// The live connection's sender, if connected; else the connections published so far (a
+    /// waiter's `since`, [`Shared::poll_sender`]).
+    fn ready_sender(&self) -> Result<connector::Sender, u64> {
         match &*lock(&self.state) {
-            ConnState::Ready(sender) if !sender.is_closed() => Some(sender.clone()),
-            _ => None,
+            ConnState::Ready(sender) if !sender.is_closed() => Ok(sender.clone()),
+            _ => Err(self.published.load(Ordering::Relaxed)),
         }
     }
 
@@ -419,6 +462,8 @@ impl RemoteChannel {
         }
         self.reserved = false;
         let permit = Permit(self.shared.clone());
+        // Before the manager may start: a call waits from now on.
+        let ready = self.shared.ready_sender();
         if let Err(e) = self.shared.start() {
             return RemoteFuture::ready(Status::unavailable(e.to_string()));
         }
@@ -451,9 +496,9 @@ impl RemoteChannel {
             .map(|t| Deadline::new(spindle::time::deadline_after(t), self.shared.endpoint.handle.as_ref()));
         let request = http::Request::from_parts(parts, body);
         // Connected (the usual case): send at once; otherwise wait for the connection.
-        let stage = match self.shared.ready_sender() {
-            Some(mut sender) => Stage::Sending(Box::pin(sender.send_request(request))),
-            None => Stage::Waiting(Some(Box::new(request))),
+        let stage = match ready {
+            Ok(mut sender) => Stage::Sending(Box::pin(sender.send_request(request))),
+            Err(since) => Stage::Waiting { request: Some(Box::new(request)), since },
         };
         RemoteFuture {
             stage,

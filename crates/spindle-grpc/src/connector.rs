@@ -13,6 +13,11 @@
 //!   until a call wants one (reconnecting only on demand, as gRPC's channels do).
 //! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
 //!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
+//! - **An HTTP/2 server, or a failed attempt.** An attempt succeeds only once the server's
+//!   first frame has arrived whole and is a SETTINGS frame (RFC 9113, 3.4). A peer that sends
+//!   nothing (until the connect timeout), hangs up or resets first, or sends anything else
+//!   fails the attempt (`Down`, retried after the backoff): the connection is never published,
+//!   so neither `connect` nor a call takes a dead connection for a live one.
 
 use std::future::Future as _;
 use std::io;
@@ -112,23 +117,27 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     }
 }
 
-/// Waits (up to the connect timeout) for the server's first bytes, its SETTINGS, so that the
-/// connection is published with the server's stream limit known: calls sent before it would
-/// open streams past a small limit and be refused. A peer that sends nothing is no HTTP/2
-/// server: the attempt fails.
+/// Waits (up to the connect timeout) for the server's first frame, which must be its SETTINGS
+/// (RFC 9113, 3.4), so that the connection is published with the server's stream limit known:
+/// calls sent before it would open streams past a small limit and be refused. A peer that
+/// sends nothing, hangs up, or sends anything else is no HTTP/2 server: the attempt fails
+/// (module docs).
 fn wait_for_settings(conn: &Driver, deadline: std::time::Instant) -> io::Result<()> {
     let watch = conn.watch();
     let wait = std::future::poll_fn(|cx| {
         watch.register(cx.waker());
-        if watch.reads.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
+        match watch.first_frame() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
         }
     });
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    if spindle::task::block_on(spindle::time::timeout(left, wait)).is_err() {
-        return Err(io::Error::new(io::ErrorKind::TimedOut, "the server sent no HTTP/2 SETTINGS in time"));
+    match spindle::task::block_on(spindle::time::timeout(left, wait)) {
+        Err(_) => {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the server sent no HTTP/2 SETTINGS in time"))
+        }
+        Ok(Err((kind, why))) => return Err(io::Error::new(kind, why)),
+        Ok(Ok(())) => {}
     }
     // The read woke us before hyper's connection task applied what it read: let it run.
     spindle::task::block_on(spindle::task::yield_now());
@@ -139,12 +148,11 @@ type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, cr
 
 /// Wakes the manager after the first reads of a connection, so that it publishes the
 /// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (which hyper reads on another task) soon after
-/// it arrives, not only at the next call.
+/// it arrives, not only at the next call; and looks at the server's first frame on the way.
 #[derive(Default)]
 struct Watch {
     waker: std::sync::Mutex<Option<std::task::Waker>>,
-    /// Reads completed so far (counted up to the first few).
-    reads: std::sync::atomic::AtomicUsize,
+    first: std::sync::Mutex<FirstFrame>,
 }
 
 impl Watch {
@@ -160,12 +168,91 @@ impl Watch {
             w.wake_by_ref();
         }
     }
+
+    fn first(&self) -> std::sync::MutexGuard<'_, FirstFrame> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the server's first frame arrived whole and was SETTINGS (`Err`: why not); `None`
+    /// while it is arriving.
+    fn first_frame(&self) -> Option<Result<(), (io::ErrorKind, String)>> {
+        match &*self.first() {
+            FirstFrame::Reading { .. } => None,
+            FirstFrame::Done(outcome) => Some(outcome.clone()),
+        }
+    }
 }
 
-/// A connection's socket, waking the manager after each of its first reads ([`Watch`]).
+/// The server's first frame as its bytes arrive ([`Watched`]).
+enum FirstFrame {
+    Reading { header: [u8; 9], have: usize, payload_left: usize },
+    Done(Result<(), (io::ErrorKind, String)>),
+}
+
+impl Default for FirstFrame {
+    fn default() -> FirstFrame {
+        FirstFrame::Reading { header: [0; 9], have: 0, payload_left: 0 }
+    }
+}
+
+impl FirstFrame {
+    /// A read's outcome: its bytes (none: the end of the stream) or its error. Whether the
+    /// first frame is still arriving.
+    fn saw(&mut self, read: Result<&[u8], &io::Error>) -> bool {
+        self.add(read);
+        matches!(self, FirstFrame::Reading { .. })
+    }
+
+    fn add(&mut self, read: Result<&[u8], &io::Error>) {
+        let FirstFrame::Reading { header, have, payload_left } = self else { return };
+        let mut bytes = match read {
+            Ok([]) => {
+                let why = "the server closed the connection before its HTTP/2 SETTINGS";
+                *self = FirstFrame::Done(Err((io::ErrorKind::UnexpectedEof, why.into())));
+                return;
+            }
+            Ok(bytes) => bytes,
+            Err(e) => {
+                *self = FirstFrame::Done(Err((
+                    e.kind(),
+                    format!("waiting for the server's HTTP/2 SETTINGS: {e}"),
+                )));
+                return;
+            }
+        };
+        if *have < header.len() {
+            let n = (header.len() - *have).min(bytes.len());
+            header[*have..*have + n].copy_from_slice(&bytes[..n]);
+            *have += n;
+            bytes = &bytes[n..];
+            if *have < header.len() {
+                return;
+            }
+            // Type SETTINGS (4), not an ACK, on stream 0.
+            if header[3] != 4 || header[4] & 1 != 0 || header[5] & 0x7f != 0 || header[6..] != [0; 3] {
+                let why = format!(
+                    "the server's first bytes are no HTTP/2 SETTINGS frame (not an HTTP/2 server?): {:02x?}",
+                    &header[..]
+                );
+                *self = FirstFrame::Done(Err((io::ErrorKind::InvalidData, why)));
+                return;
+            }
+            *payload_left = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        }
+        *payload_left = payload_left.saturating_sub(bytes.len());
+        if *payload_left == 0 {
+            *self = FirstFrame::Done(Ok(()));
+        }
+    }
+}
+
+/// A connection's socket, waking the manager after each of its first reads, and showing the
+/// server's first frame to the [`Watch`] while it arrives.
 struct Watched<I> {
     io: I,
     reads_left: u8,
+    /// The server's first frame is still arriving.
+    first_frame: bool,
     watch: std::sync::Arc<Watch>,
 }
 
@@ -173,13 +260,33 @@ impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for Watched<I> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let poll = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
-        if self.reads_left > 0 && poll.is_ready() {
-            self.reads_left -= 1;
-            self.watch.reads.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            self.watch.wake();
+        let this = &mut *self;
+        if this.reads_left == 0 && !this.first_frame {
+            return std::pin::Pin::new(&mut this.io).poll_read(cx, buf);
+        }
+        let poll = if this.first_frame && buf.remaining() > 0 {
+            // Through a buffer of ours, to see the bytes (the first reads only).
+            let mut scratch = [0; 1024];
+            let len = buf.remaining().min(scratch.len());
+            let mut seen = hyper::rt::ReadBuf::new(&mut scratch[..len]);
+            let poll = std::pin::Pin::new(&mut this.io).poll_read(cx, seen.unfilled());
+            match &poll {
+                Poll::Ready(Ok(())) => {
+                    buf.put_slice(seen.filled());
+                    this.first_frame = this.watch.first().saw(Ok(seen.filled()));
+                }
+                Poll::Ready(Err(e)) => this.first_frame = this.watch.first().saw(Err(e)),
+                Poll::Pending => {}
+            }
+            poll
+        } else {
+            std::pin::Pin::new(&mut this.io).poll_read(cx, buf)
+        };
+        if poll.is_ready() {
+            this.reads_left = this.reads_left.saturating_sub(1);
+            this.watch.wake();
         }
         poll
     }
@@ -292,7 +399,7 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
 
 fn watched<I>(io: I, watch: &std::sync::Arc<Watch>) -> Watched<I> {
     // The server's SETTINGS come in the first reads (a few, to allow for a split frame).
-    Watched { io, reads_left: 4, watch: watch.clone() }
+    Watched { io, reads_left: 4, first_frame: true, watch: watch.clone() }
 }
 
 fn handshake<I>(

@@ -186,8 +186,12 @@ pub(crate) fn deadline_exceeded() -> Status {
 type SendFuture = Pin<Box<dyn Future<Output = hyper::Result<http::Response<hyper::body::Incoming>>> + Send>>;
 
 pub(crate) enum Stage {
-    /// Waiting for a connection (boxed: rare, and the request is large).
-    Waiting(Option<Box<http::Request<Body>>>),
+    /// Waiting for a connection (boxed: rare, and the request is large), since `since`
+    /// connections were published (`Shared::poll_sender`).
+    Waiting {
+        request: Option<Box<http::Request<Body>>>,
+        since: u64,
+    },
     Sending(SendFuture),
     Ready(Option<Box<http::Response<RemoteBody>>>),
 }
@@ -235,9 +239,9 @@ impl Future for RemoteFuture {
                 return this.fail(deadline_exceeded());
             }
         }
-        if let Stage::Waiting(request) = &mut this.stage {
+        if let Stage::Waiting { request, since } = &mut this.stage {
             let shared = this.shared.as_ref().expect("a waiting call has its channel");
-            match shared.poll_sender(cx) {
+            match shared.poll_sender(cx, *since) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(status)) => return this.fail(status),
                 Poll::Ready(Ok(mut sender)) => {

@@ -1,8 +1,8 @@
 //! hyper's HTTP/2 bodies as gRPC bodies: a body received from the network ([`hyper::body::Incoming`])
 //! whose errors are gRPC statuses: on the server, any error of an upload (the client reset the
 //! stream, or the connection was lost) is `CANCELLED` for the handler reading it; on the
-//! client, HTTP/2 errors map as the gRPC spec's table says (a lost connection is
-//! `UNAVAILABLE`).
+//! client, HTTP/2 errors map as the gRPC spec's table says (a lost connection, and a request
+//! the connection never sent, is `UNAVAILABLE`).
 //!
 //! # Invariants
 //!
@@ -34,7 +34,11 @@ pub(crate) fn status_of(err: &hyper::Error) -> Status {
         source = e.source();
     }
     if err.is_canceled() {
-        return Status::cancelled(format!("the call was cancelled: {err}"));
+        // hyper's client gives up a request that its connection never sent ("connection was
+        // not ready", "connection closed"): the server never had it, the spec's UNAVAILABLE.
+        // (This side's own cancellations end no call with a status: the caller is gone.)
+        let why = std::error::Error::source(err).map(|e| format!(": {e}")).unwrap_or_default();
+        return Status::unavailable(format!("the connection closed before the call was sent{why}"));
     }
     if err.is_closed() || err.is_incomplete_message() {
         return Status::unavailable(format!("the connection closed: {err}"));
