@@ -26,6 +26,9 @@
 //! Environment: PORT (listens on 127.0.0.1:$PORT), WORKERS (worker threads), PROTOCOL
 //! (`http1`, the default, or `h2c`); for spindle, SPINDLE_METRICS_EVERY_MS=N prints the
 //! runtime's per-worker counters to stderr every N ms (a measurement aid, off by default).
+//! SPINDLE_HTTP_HANDLER=async answers from an async handler polled in the connection's task
+//! instead of a blocking one on a fiber per request (a measurement aid for what that fiber
+//! costs; the tournament runs the blocking handler).
 //! SIGTERM's default action ends the process.
 
 mod client;
@@ -94,13 +97,19 @@ fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
     if !header_timeout {
         builder = builder.header_read_timeout(None);
     }
-    let server = builder
-        .serve(addr, |_req: Request<Body>| {
-            let mut res = Response::new(Body::from(Bytes::from_static(BODY)));
-            res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-            res
-        })
-        .expect("spindle-http server");
+    fn hello() -> Response<Body> {
+        let mut res = Response::new(Body::from(Bytes::from_static(BODY)));
+        res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        res
+    }
+    // Measurement hook: SPINDLE_HTTP_HANDLER=async serves the same answer from an async
+    // handler, polled in the connection's task (no fiber per request); the tournament uses
+    // the blocking handler, the API a spindle user reaches for.
+    let server = match std::env::var("SPINDLE_HTTP_HANDLER").as_deref() {
+        Ok("async") => builder.serve_async(addr, |_req: Request<Body>| async { hello() }),
+        _ => builder.serve(addr, |_req: Request<Body>| hello()),
+    }
+    .expect("spindle-http server");
     // Measurement hook: SPINDLE_METRICS_EVERY_MS=N prints the workers' counters to stderr
     // every N ms (for looking at wake-ups and steals under load; off by default).
     if let Some(ms) = std::env::var("SPINDLE_METRICS_EVERY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {

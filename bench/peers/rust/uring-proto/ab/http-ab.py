@@ -5,7 +5,7 @@ measured), and over the measured seconds perf counts the server's task-clock and
 Prints req/s, CPU us per request and syscalls per request (with the main ones split out):
 median and min-max of ROUNDS.
 
-Usage: http-ab.py [ROUNDS] [SECONDS]
+Usage: [AB_SERVERS=spindle,may-minihttp,...] http-ab.py [ROUNDS] [SECONDS]
 Build first, in bench/peers/rust: cargo build --release -p http-peer -p monoio-peer -p uring-proto
 """
 import os, socket, statistics, subprocess, sys, time
@@ -14,12 +14,20 @@ here = os.path.dirname(os.path.abspath(__file__))
 rel = os.path.normpath(os.path.join(here, "../../target/release"))
 SERVERS = {
     "spindle": [f"{rel}/http-peer", "--server", "spindle", "--no-header-timeout"],
+    "spindle-async": ["env", "SPINDLE_HTTP_HANDLER=async", f"{rel}/http-peer", "--server", "spindle", "--no-header-timeout"],
+    "h1-proto-fiber": [f"{rel}/h1-proto", "--handler", "fiber"],
+    "h1-proto-inline": [f"{rel}/h1-proto", "--handler", "inline"],
     "monoio": [f"{rel}/monoio-http"],
+    "may-minihttp": [f"{rel}/may-http"],
+    "tokio-hyper": [f"{rel}/http-peer", "--server", "tokio", "--single", "current"],
     "proto-epoll": [f"{rel}/uring-proto", "http", "--backend", "epoll"],
     "proto-uring": [f"{rel}/uring-proto", "http", "--backend", "uring"],
     "proto-uring-multi": [f"{rel}/uring-proto", "http", "--backend", "uring-multi"],
     "proto-uring-multi-defer": [f"{rel}/uring-proto", "http", "--backend", "uring-multi-defer"],
 }
+# AB_SERVERS=name,name,... runs only those (default: all).
+if os.environ.get("AB_SERVERS"):
+    SERVERS = {n: SERVERS[n] for n in os.environ["AB_SERVERS"].split(",")}
 SPLIT = ["io_uring_enter", "epoll_wait", "recvfrom", "sendto", "read", "write", "writev"]
 EVENTS = ["task-clock", "raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{s}" for s in SPLIT]
 
