@@ -4,7 +4,7 @@ wall-clock ns per op (the suite's own figure), CPU ns per op (the process's task
 warm-up + timed ops, which other load on the machine disturbs less) and syscalls per op
 (perf's raw_syscalls:sys_enter tracepoint over the same ops). Median and min-max of ROUNDS.
 
-Usage: tcp-ab.py [ROUNDS] [CPU]   (CPU: pin every program to this CPU, default 1)
+Usage: [AB_SERVERS=spindle,c-syscalls,...] tcp-ab.py [ROUNDS] [CPU]   (CPU: pin every program to this CPU, default 1)
 Build first, in bench/peers/rust: cargo build --release -p tcp-peer -p monoio-peer -p uring-proto
 (and bench/peers/c/bin/tcp: gcc -O2 -pthread -o bench/peers/c/bin/tcp bench/peers/c/tcp.c).
 """
@@ -23,6 +23,9 @@ COMPETITORS = {
     "proto-uring-defer": [f"{rel}/uring-proto", "tcp", "--backend", "uring-defer"],
     "proto-uring-multi-defer": [f"{rel}/uring-proto", "tcp", "--backend", "uring-multi-defer"],
 }
+# AB_SERVERS=name,name,... runs only those (default: all).
+if os.environ.get("AB_SERVERS"):
+    COMPETITORS = {n: COMPETITORS[n] for n in os.environ["AB_SERVERS"].split(",")}
 # Warm-up + timed ops of each case (bench/peers/README.md, full counts).
 OPS = {"accept_connect": 500 + 5000, "pingpong": 1000 + 20000}
 
