@@ -15,13 +15,11 @@
 //! are no timeouts and no limits beyond the head's 8 KiB. Environment: PORT (127.0.0.1:$PORT),
 //! WORKERS.
 
-use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Context;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_io::{AsyncRead, AsyncWrite};
@@ -40,22 +38,11 @@ fn hello(_req: Request<()>) -> Response<Bytes> {
     res
 }
 
-thread_local! {
-    /// The `date` value and the second it was formatted for.
-    static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-}
-
-fn push_date(out: &mut Vec<u8>) {
-    let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    DATE.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.0 != secs {
-            *d = (secs, httpdate::fmt_http_date(now));
-        }
-        out.extend_from_slice(d.1.as_bytes());
-    });
-}
+/// The `date` value, formatted once a second per thread: the monoio competitor's (shared).
+#[allow(dead_code)]
+#[path = "../../monoio/src/responder.rs"]
+mod responder;
+use responder::push_date;
 
 /// What the head at the start of the buffer is. Returned once per request and taken apart at
 /// once, never stored: no box for the large variant.
@@ -131,18 +118,7 @@ fn encode(res: Response<Bytes>, head_only: bool, close: bool, out: &mut Vec<u8>)
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"content-length: ");
-    let mut digits = [0u8; 20];
-    let mut n = body.len();
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
     if close {
         out.extend_from_slice(b"\r\nconnection: close");
     }

@@ -19,7 +19,7 @@ thread_local! {
     static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
-fn push_date(out: &mut Vec<u8>) {
+pub fn push_date(out: &mut Vec<u8>) {
     let now = SystemTime::now();
     let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     DATE.with(|d| {
