@@ -154,7 +154,8 @@ impl Endpoint {
     }
 
     /// Reconnection backoff: the first retry after `initial`, each next one twice as late,
-    /// at most `max` apart.
+    /// at most `max` apart, each wait randomised by ±20% (as gRPC's connection backoff), so
+    /// that the clients of a server that restarts do not all reconnect at the same moment.
     pub fn backoff(mut self, initial: Duration, max: Duration) -> Endpoint {
         self.backoff_initial = initial;
         self.backoff_max = max.max(initial);

@@ -9,7 +9,9 @@
 //!   (the connection ends when its last `SendRequest`, held in the state, is dropped).
 //! - **States.** `Connecting` while an attempt runs; `Ready` while the connection lives;
 //!   `Down` after a failed attempt until the retry (after the backoff, which doubles up to
-//!   the endpoint's maximum and restarts after a success); `Idle` after a connection ended,
+//!   the endpoint's maximum and restarts after a success, each wait randomised by ±20%:
+//!   gRPC's connection backoff, so that the clients of a server that went away do not all
+//!   retry at the same moments); `Idle` after a connection ended,
 //!   until a call wants one (reconnecting only on demand, as gRPC's channels do).
 //! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
 //!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
@@ -52,6 +54,17 @@ impl Drop for DownOnExit {
             });
         }
     }
+}
+
+/// How much a backoff wait varies either way (gRPC's connection backoff spec: 0.2).
+const JITTER: f64 = 0.2;
+
+/// `backoff` moved by up to `JITTER` of itself either way, by `unit` (uniform in `[0, 1)`):
+/// clients that lost the same server spread their retries instead of reconnecting in step.
+/// A wait past `Duration::MAX` (a user's "no limit") stays `Duration::MAX`.
+fn jittered(backoff: Duration, unit: f64) -> Duration {
+    let factor = 1.0 - JITTER + 2.0 * JITTER * unit.clamp(0.0, 1.0);
+    Duration::try_from_secs_f64(backoff.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
 /// The manager fiber's body.
@@ -108,7 +121,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                     error: format!("connecting to {:?}: {e}", endpoint.target),
                 });
                 drop(shared);
-                spindle::time::sleep(backoff);
+                spindle::time::sleep(jittered(backoff, fastrand::f64()));
                 backoff = backoff.saturating_mul(2).min(endpoint.backoff_max);
             }
         }
@@ -425,5 +438,26 @@ where
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(io::Error::other(format!("HTTP/2 handshake: {e}"))),
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "HTTP/2 handshake timed out")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_waits_vary_by_a_fifth_either_way() {
+        let base = Duration::from_millis(1000);
+        assert_eq!(jittered(base, 0.0), Duration::from_millis(800));
+        assert_eq!(jittered(base, 0.5), base);
+        assert_eq!(jittered(base, 1.0), Duration::from_millis(1200));
+        let waits: Vec<Duration> = (0..1000).map(|_| jittered(base, fastrand::f64())).collect();
+        assert!(waits.iter().all(|w| (Duration::from_millis(800)..=Duration::from_millis(1200)).contains(w)));
+        // Spread, not one value: at least a wait in each outer fifth of the range.
+        assert!(waits.iter().any(|w| *w < Duration::from_millis(880)));
+        assert!(waits.iter().any(|w| *w > Duration::from_millis(1120)));
+        // The largest backoff an endpoint accepts does not overflow.
+        assert_eq!(jittered(Duration::MAX, 1.0), Duration::MAX);
+        assert!(jittered(Duration::MAX, 0.0) < Duration::MAX);
     }
 }
