@@ -83,8 +83,9 @@ fn parse(buf: &[u8]) -> Head {
             return Head::Reject("400 Bad Request");
         };
         let Ok(value) = HeaderValue::from_bytes(h.value) else { return Head::Reject("400 Bad Request") };
-        if name == http::header::CONTENT_LENGTH && h.value != b"0" || name == http::header::TRANSFER_ENCODING
-        {
+        let body = name == http::header::CONTENT_LENGTH && h.value != b"0"
+            || name == http::header::TRANSFER_ENCODING;
+        if body || name == http::header::EXPECT || name == http::header::UPGRADE {
             return Head::Reject("501 Not Implemented");
         }
         if name == http::header::CONNECTION {
