@@ -67,6 +67,17 @@ impl Body {
     }
 }
 
+impl Body {
+    /// A copy of a body held in memory (empty or one buffer), to send again; `None` for a
+    /// stream, which cannot be replayed.
+    pub(crate) fn try_clone(&self) -> Option<Body> {
+        match &self.kind {
+            Kind::Full(data) => Some(Body { kind: Kind::Full(data.clone()) }),
+            _ => None,
+        }
+    }
+}
+
 impl Default for Body {
     fn default() -> Body {
         Body::empty()

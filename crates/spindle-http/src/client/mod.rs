@@ -13,7 +13,23 @@
 //! From an async task use [`Client::send`] (a future). Bodies stream both ways with hyper's
 //! backpressure: a request body is polled as the connection can take it, a response body is
 //! read from the socket as the caller reads it. An HTTP/1.1 connection goes back to the pool
-//! when its response body has been read to the end (a response body dropped early closes it).
+//! when its response body has been read to the end and hyper is ready for its next request
+//! (a response body dropped early closes it; one that still sends the request body of a
+//! server that answered before reading it waits for that first).
+//!
+//! Against broken servers (`tests/client_broken_server.rs`): a server that says nothing, or
+//! stalls within the response head, ends in [`ErrorKind::RequestTimeout`] (the request
+//! timeout covers up to the response head; a body is read at the caller's pace with no
+//! timeout of the client's); garbage, a head larger than the 64 KiB read buffer (or over
+//! hyper's 100 headers), or a connection closed or reset before the head, in
+//! [`ErrorKind::Protocol`]; a body cut short (closed or reset before its Content-Length or
+//! last chunk) in an error from the body, and its connection is not reused. 1xx responses
+//! before the final one are skipped. A request that fails on a *reused* connection the
+//! server had closed is sent again on another (at most 4 times), as browsers and Go's
+//! client do: a request hyper gives back unsent (any method), or an idempotent one (GET,
+//! HEAD, OPTIONS, TRACE, PUT, DELETE) whose body is held in memory (not a stream) when the
+//! connection was closed or reset before a response head. Otherwise (a POST, a streamed
+//! body, a new connection) the caller gets the `Protocol` error.
 
 mod connect;
 mod pool;
@@ -340,39 +356,83 @@ impl Client {
     }
 }
 
+/// Retries of one request on pooled connections that turned out dead (see [`exchange`]).
+const MAX_RETRIES: usize = 4;
+
 /// One request: a connection from the pool (or a new one), the exchange, and the response
 /// body wrapped so that the connection returns to the pool when it ends.
+///
+/// A request that fails on a *reused* connection because the server had closed it is sent
+/// again, on another connection, at most [`MAX_RETRIES`] times: any request hyper gives
+/// back unsent, and an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) with a body
+/// held in memory when the connection ended (closed or reset) before a response head. A
+/// failure on a new connection is final (no retry loop against a server that closes at once).
 async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response<Body>, Error> {
-    let config = &inner.config;
     let key = Key::from_uri(req.uri())?;
+    let mut retries = 0;
+    loop {
+        let (conn, reused) = checkout(inner, &key).await?;
+        let retry = match send_on(inner, &key, conn, req, reused && retries < MAX_RETRIES).await {
+            Ok(res) => return Ok(res),
+            Err((error, None)) => return Err(error),
+            Err((error, Some(again))) => {
+                log::debug!("{}; sending the request again on another connection", error);
+                again
+            }
+        };
+        retries += 1;
+        req = retry;
+    }
+}
+
+/// A connection for `key`: a live pooled one (`true`: reused) or a new one (`false`).
+async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), Error> {
+    let config = &inner.config;
     let h2_wanted = !key.https && config.http2_prior_knowledge;
-    let conn = loop {
+    loop {
         let checkout =
-            poll_fn(|cx| inner.pool.poll_checkout(cx, &key, config.max_connections_per_host, h2_wanted))
-                .await;
+            poll_fn(|cx| inner.pool.poll_checkout(cx, key, config.max_connections_per_host, h2_wanted)).await;
         let (mut conn, fresh) = match checkout {
             Checkout::Reuse(conn) => (conn, false),
             Checkout::Open(guard) => {
-                let conn = connect::open(&key, config, guard).await?;
-                inner.pool.set_h2(&key, &conn);
+                let conn = connect::open(key, config, guard).await?;
+                inner.pool.set_h2(key, &conn);
                 (conn, true)
             }
         };
-        // A pooled connection may still be finishing its previous exchange, or have been
-        // closed by the server meanwhile: then take another. A new one that is not usable
-        // is an error (no retry loop against a server that closes at once).
+        // A pooled connection may have been closed by the server meanwhile: then take
+        // another. A new one that is not usable is an error (no retry loop against a server
+        // that closes at once).
         let ready = match &mut conn {
             Conn::H1 { sender, .. } => sender.ready().await,
             Conn::H2 { sender, .. } => sender.ready().await,
         };
         match ready {
-            Ok(()) => break conn,
+            Ok(()) => return Ok((conn, !fresh)),
             Err(e) if fresh => {
                 return Err(Error::with_source(ErrorKind::Protocol, format!("new connection to {key}"), e))
             }
             Err(_) => {}
         }
-    };
+    }
+}
+
+/// What a failed send gives back: the error, and the request to send again if it may be.
+type Failed = (Error, Option<Request<Body>>);
+
+/// Sends `req` on `conn`. With `may_retry` (a reused connection), a request that can be sent
+/// again comes back with the error (see [`exchange`]).
+async fn send_on(
+    inner: &Arc<Inner>,
+    key: &Key,
+    conn: Conn,
+    mut req: Request<Body>,
+    may_retry: bool,
+) -> Result<Response<Body>, Failed> {
+    // The copy to send again if the connection turns out closed after the request went out,
+    // and the absolute URI (HTTP/1.1 sends the origin form) of a request sent again.
+    let replay = if may_retry { replayable(&req) } else { None };
+    let uri = may_retry.then(|| req.uri().clone());
     match conn {
         Conn::H1 { mut sender, idle } => {
             // HTTP/1.1 wants the origin form and a Host header.
@@ -383,28 +443,75 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
             }
             *req.uri_mut() = origin_form(req.uri());
             *req.version_mut() = Version::HTTP_11;
-            let res = sender
-                .send_request(req)
-                .await
-                .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
-            let giveback = GiveBack::H1 {
-                pool: inner.pool.clone(),
-                key,
-                max_idle: config.max_idle_per_host,
-                sender,
-                idle,
-            };
-            Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))))
+            match sender.try_send_request(req).await {
+                Ok(res) => {
+                    let giveback = GiveBack::H1 {
+                        pool: inner.pool.clone(),
+                        key: key.clone(),
+                        max_idle: inner.config.max_idle_per_host,
+                        sender,
+                        idle,
+                    };
+                    Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))))
+                }
+                Err(mut e) => {
+                    let unsent = if may_retry { e.take_message() } else { None };
+                    Err(failed(key, e.into_error(), unsent, replay, uri))
+                }
+            }
         }
         Conn::H2 { mut sender, lease } => {
             *req.version_mut() = Version::HTTP_2;
-            let res = sender
-                .send_request(req)
-                .await
-                .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e))?;
-            Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease)))))
+            match sender.try_send_request(req).await {
+                Ok(res) => Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease))))),
+                Err(mut e) => {
+                    let unsent = if may_retry { e.take_message() } else { None };
+                    Err(failed(key, e.into_error(), unsent, replay, uri))
+                }
+            }
         }
     }
+}
+
+/// The error of a failed send, and the request to send again (its URI `uri` again): the one
+/// hyper gave back unsent, or else the copy `replay` if the connection ended (closed or
+/// reset) before a response head.
+fn failed(
+    key: &Key,
+    e: hyper::Error,
+    unsent: Option<Request<Body>>,
+    replay: Option<Request<Body>>,
+    uri: Option<Uri>,
+) -> Failed {
+    let closed = e.is_incomplete_message()
+        || std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>()).is_some_and(|io| {
+            use std::io::ErrorKind::*;
+            matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
+        });
+    let again = unsent.or_else(|| replay.filter(|_| closed)).zip(uri).map(|(mut req, uri)| {
+        *req.uri_mut() = uri;
+        req
+    });
+    (Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e), again)
+}
+
+/// A copy of `req` to send again, if it is idempotent and its body is held in memory.
+fn replayable(req: &Request<Body>) -> Option<Request<Body>> {
+    use hyper::Method;
+    let idempotent = matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    );
+    if !idempotent {
+        return None;
+    }
+    let body = req.body().try_clone()?;
+    let mut copy = Request::new(body);
+    *copy.method_mut() = req.method().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    Some(copy)
 }
 
 /// The Host header of a request for `uri`: its authority as written (an IPv6 host keeps
@@ -448,9 +555,26 @@ enum GiveBack {
 }
 
 impl GiveBack {
+    /// An HTTP/1.1 connection goes back to the pool once hyper is ready for its next request:
+    /// at once as a rule, else (it still sends the request body of a server that answered
+    /// before reading it, or is still settling) from a task that waits for that, so that no
+    /// checkout gets a busy connection. One that closed meanwhile is dropped.
     fn give(self) {
         match self {
-            GiveBack::H1 { pool, key, max_idle, sender, idle } => pool.put(&key, sender, idle, max_idle),
+            GiveBack::H1 { pool, key, max_idle, mut sender, idle } => {
+                match sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+                    Poll::Ready(Ok(())) => pool.put(&key, sender, idle, max_idle),
+                    Poll::Ready(Err(_)) => {}
+                    Poll::Pending if spindle::Handle::current().is_some() => {
+                        drop(spindle::task::spawn_local(async move {
+                            if sender.ready().await.is_ok() {
+                                pool.put(&key, sender, idle, max_idle);
+                            }
+                        }));
+                    }
+                    Poll::Pending => {}
+                }
+            }
             GiveBack::H2(lease) => drop(lease),
         }
     }
