@@ -5,7 +5,10 @@
 //! hyper's HTTP/1.1 or HTTP/2 handshake. The connection future runs as a task pinned to the
 //! current worker (`spawn_local`), watched by the pool's idle timer (`pool.rs`).
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::client::pool::{Conn, IdleFlag, Lease, OpenGuard};
@@ -50,14 +53,78 @@ pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> 
 }
 
 async fn handshake_h1(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
+    let reads = Arc::new(AtomicU32::new(0));
+    let io = Capped { io, reads: reads.clone() };
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .max_buf_size(config.max_buf_size)
         .handshake(io)
         .await
         .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/1.1 handshake with {key}"), e))?;
     let idle = Arc::new(IdleFlag::lent_once());
-    spawn_driver(conn, idle.clone(), config.idle_timeout, guard);
+    spawn_driver(conn, idle.clone(), config.idle_timeout, guard, Some(reads));
     Ok(Conn::H1 { sender, idle })
+}
+
+/// Reads an HTTP/1.1 connection may complete within one poll of its driver (a read hands
+/// hyper up to 64 KiB, `max_buf_size`). hyper bounds its own loop (16 rounds a poll, then it
+/// yields) but not its head parser, which reads on for as long as the server keeps sending
+/// 1xx responses: without a cap, a server that streams `100 Continue` forever keeps the
+/// driver in one poll, its worker's timers unfired (the request timeout does not end the
+/// request) and the cancelled request unnoticed. A response body is read a chunk a poll
+/// (hyper waits for the reader between chunks), so the cap does not slow it.
+const READS_PER_POLL: u32 = 2;
+
+/// An HTTP/1.1 connection's socket under its driver's read cap: once [`READS_PER_POLL`] reads
+/// completed in one poll of the driver, a read wakes the driver and returns `Pending` (the
+/// driver resets the count when it is polled again).
+struct Capped {
+    io: Io,
+    reads: Arc<AtomicU32>,
+}
+
+impl hyper::rt::Read for Capped {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.reads.load(Relaxed) >= READS_PER_POLL {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let read = Pin::new(&mut this.io).poll_read(cx, buf);
+        if read.is_ready() {
+            this.reads.fetch_add(1, Relaxed);
+        }
+        read
+    }
+}
+
+impl hyper::rt::Write for Capped {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 async fn handshake_h2(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
@@ -67,18 +134,28 @@ async fn handshake_h2(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard
         .await
         .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/2 handshake with {key}"), e))?;
     let idle = Arc::new(IdleFlag::lent_once());
-    spawn_driver(conn, idle.clone(), config.idle_timeout, guard);
+    // No read cap: hyper runs the HTTP/2 connection's I/O in a task of its own.
+    spawn_driver(conn, idle.clone(), config.idle_timeout, guard, None);
     Ok(Conn::H2 { sender, lease: Lease(idle) })
 }
 
-/// Runs hyper's connection future until it ends or the pool's idle timer expires it.
-fn spawn_driver<C>(mut conn: C, idle: Arc<IdleFlag>, timeout: Duration, guard: OpenGuard)
-where
+/// Runs hyper's connection future until it ends or the pool's idle timer expires it; each
+/// poll starts a new count of `reads` (HTTP/1.1's read cap, see [`Capped`]).
+fn spawn_driver<C>(
+    mut conn: C,
+    idle: Arc<IdleFlag>,
+    timeout: Duration,
+    guard: OpenGuard,
+    reads: Option<Arc<AtomicU32>>,
+) where
     C: std::future::Future<Output = hyper::Result<()>> + Unpin + 'static,
 {
     let mut sleep: Option<spindle::time::Sleep> = None;
     drop(spindle::task::spawn_local(std::future::poll_fn(move |cx| {
         let _slot = &guard; // released (and a waiter woken) when the driver ends
+        if let Some(reads) = &reads {
+            reads.store(0, Relaxed);
+        }
         if std::pin::Pin::new(&mut conn).poll(cx).is_ready() {
             return std::task::Poll::Ready(());
         }

@@ -24,7 +24,8 @@
 //! hyper's 100 headers), or a connection closed or reset before the head, in
 //! [`ErrorKind::Protocol`]; a body cut short (closed or reset before its Content-Length or
 //! last chunk) in an error from the body, and its connection is not reused. 1xx responses
-//! before the final one are skipped. A request that fails on a *reused* connection the
+//! before the final one are skipped (an endless stream of them ends with the request timeout:
+//! an HTTP/1.1 connection's driver completes at most 2 reads a poll, `connect::Capped`). A request that fails on a *reused* connection the
 //! server had closed is sent again on another (at most 4 times), as browsers and Go's
 //! client do: a request hyper gives back unsent (any method), or an idempotent one (GET,
 //! HEAD, OPTIONS, TRACE, PUT, DELETE) whose body is held in memory (not a stream) when the
