@@ -373,16 +373,52 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
     let mut retries = 0;
     loop {
         let (conn, reused) = checkout(inner, &key).await?;
-        let retry = match send_on(inner, &key, conn, req, reused && retries < MAX_RETRIES).await {
-            Ok(res) => return Ok(res),
-            Err((error, None)) => return Err(error),
-            Err((error, Some(again))) => {
-                log::debug!("{}; sending the request again on another connection", error);
-                again
+        let may_retry = reused && retries < MAX_RETRIES;
+        // The copy to send again if the connection turns out closed after the request went
+        // out, and the absolute URI (HTTP/1.1 sends the origin form) of a request sent again.
+        // The send is written out here, not in a function of its own: each hop of the request
+        // through another future's state was one more copy of it.
+        let replay = if may_retry { Replay::of(&req) } else { None };
+        let refused = match conn {
+            Conn::H1 { mut sender, idle } => {
+                // HTTP/1.1 wants the origin form and a Host header.
+                if !req.headers().contains_key(HOST) {
+                    if let Some(value) = host_header(req.uri()) {
+                        req.headers_mut().insert(HOST, value);
+                    }
+                }
+                *req.uri_mut() = origin_form(req.uri());
+                *req.version_mut() = Version::HTTP_11;
+                match sender.try_send_request(req).await {
+                    Ok(res) => {
+                        let giveback = GiveBack::H1 {
+                            pool: inner.pool.clone(),
+                            key,
+                            max_idle: inner.config.max_idle_per_host,
+                            sender,
+                            idle,
+                        };
+                        return Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))));
+                    }
+                    Err(e) => e,
+                }
+            }
+            Conn::H2 { mut sender, lease } => {
+                *req.version_mut() = Version::HTTP_2;
+                match sender.try_send_request(req).await {
+                    Ok(res) => return Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease))))),
+                    Err(e) => e,
+                }
             }
         };
+        match failed(&key, refused, may_retry, replay) {
+            (error, None) => return Err(error),
+            (error, Some(again)) => {
+                log::debug!("{}; sending the request again on another connection", error);
+                req = again;
+            }
+        }
         retries += 1;
-        req = retry;
     }
 }
 
@@ -418,101 +454,90 @@ async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), Error> 
     }
 }
 
-/// What a failed send gives back: the error, and the request to send again if it may be.
-type Failed = (Error, Option<Request<Body>>);
-
-/// Sends `req` on `conn`. With `may_retry` (a reused connection), a request that can be sent
-/// again comes back with the error (see [`exchange`]).
-async fn send_on(
-    inner: &Arc<Inner>,
-    key: &Key,
-    conn: Conn,
-    mut req: Request<Body>,
-    may_retry: bool,
-) -> Result<Response<Body>, Failed> {
-    // The copy to send again if the connection turns out closed after the request went out,
-    // and the absolute URI (HTTP/1.1 sends the origin form) of a request sent again.
-    let replay = if may_retry { replayable(&req) } else { None };
-    let uri = may_retry.then(|| req.uri().clone());
-    match conn {
-        Conn::H1 { mut sender, idle } => {
-            // HTTP/1.1 wants the origin form and a Host header.
-            if !req.headers().contains_key(HOST) {
-                if let Some(value) = host_header(req.uri()) {
-                    req.headers_mut().insert(HOST, value);
-                }
-            }
-            *req.uri_mut() = origin_form(req.uri());
-            *req.version_mut() = Version::HTTP_11;
-            match sender.try_send_request(req).await {
-                Ok(res) => {
-                    let giveback = GiveBack::H1 {
-                        pool: inner.pool.clone(),
-                        key: key.clone(),
-                        max_idle: inner.config.max_idle_per_host,
-                        sender,
-                        idle,
-                    };
-                    Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))))
-                }
-                Err(mut e) => {
-                    let unsent = if may_retry { e.take_message() } else { None };
-                    Err(failed(key, e.into_error(), unsent, replay, uri))
-                }
-            }
-        }
-        Conn::H2 { mut sender, lease } => {
-            *req.version_mut() = Version::HTTP_2;
-            match sender.try_send_request(req).await {
-                Ok(res) => Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease))))),
-                Err(mut e) => {
-                    let unsent = if may_retry { e.take_message() } else { None };
-                    Err(failed(key, e.into_error(), unsent, replay, uri))
-                }
-            }
-        }
-    }
-}
-
-/// The error of a failed send, and the request to send again (its URI `uri` again): the one
-/// hyper gave back unsent, or else the copy `replay` if the connection ended (closed or
-/// reset) before a response head.
+/// The error of a failed send, and the request to send again, if `may_retry`: the one hyper
+/// gave back unsent (its absolute URI made again from the key: HTTP/1.1 sent the origin
+/// form), or else the one `replay` keeps if the connection ended (closed or reset) before a
+/// response head.
+#[cold]
 fn failed(
     key: &Key,
-    e: hyper::Error,
-    unsent: Option<Request<Body>>,
-    replay: Option<Request<Body>>,
-    uri: Option<Uri>,
-) -> Failed {
+    refused: hyper::client::conn::TrySendError<Request<Body>>,
+    may_retry: bool,
+    replay: Option<Replay>,
+) -> (Error, Option<Request<Body>>) {
+    let mut refused = refused;
+    let unsent = if may_retry { refused.take_message() } else { None };
+    let e = refused.into_error();
     let closed = e.is_incomplete_message()
         || std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>()).is_some_and(|io| {
             use std::io::ErrorKind::*;
             matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
         });
-    let again = unsent.or_else(|| replay.filter(|_| closed)).zip(uri).map(|(mut req, uri)| {
-        *req.uri_mut() = uri;
-        req
-    });
+    let again = match unsent {
+        Some(mut req) => absolute_uri(key, req.uri()).map(|uri| {
+            *req.uri_mut() = uri;
+            req
+        }),
+        None => replay.filter(|_| closed).map(Replay::into_request),
+    };
     (Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e), again)
 }
 
-/// A copy of `req` to send again, if it is idempotent and its body is held in memory.
-fn replayable(req: &Request<Body>) -> Option<Request<Body>> {
-    use hyper::Method;
-    let idempotent = matches!(
-        *req.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    );
-    if !idempotent {
-        return None;
+/// `uri` with `key`'s scheme and authority (a request HTTP/1.1 gave back in the origin form).
+fn absolute_uri(key: &Key, uri: &Uri) -> Option<Uri> {
+    if uri.scheme().is_some() {
+        return Some(uri.clone());
     }
-    let body = req.body().try_clone()?;
-    let mut copy = Request::new(body);
-    *copy.method_mut() = req.method().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    Some(copy)
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    format!("{key}{path}").parse().ok()
+}
+
+/// What is kept of a request sent on a reused connection, to send it again if the server had
+/// closed that connection: made for every such request, so small (the header map and the
+/// extensions only when they are not empty, each boxed), and only for an idempotent request
+/// whose body is held in memory.
+struct Replay {
+    method: hyper::Method,
+    version: Version,
+    uri: Uri,
+    headers: Option<Box<hyper::HeaderMap>>,
+    extensions: Option<Box<hyper::http::Extensions>>,
+    body: Body,
+}
+
+impl Replay {
+    fn of(req: &Request<Body>) -> Option<Replay> {
+        use hyper::Method;
+        let idempotent = matches!(
+            *req.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+        );
+        if !idempotent {
+            return None;
+        }
+        Some(Replay {
+            body: req.body().try_clone()?,
+            method: req.method().clone(),
+            version: req.version(),
+            uri: req.uri().clone(),
+            headers: (!req.headers().is_empty()).then(|| Box::new(req.headers().clone())),
+            extensions: (!req.extensions().is_empty()).then(|| Box::new(req.extensions().clone())),
+        })
+    }
+
+    fn into_request(self) -> Request<Body> {
+        let mut req = Request::new(self.body);
+        *req.method_mut() = self.method;
+        *req.version_mut() = self.version;
+        *req.uri_mut() = self.uri;
+        if let Some(headers) = self.headers {
+            *req.headers_mut() = *headers;
+        }
+        if let Some(extensions) = self.extensions {
+            *req.extensions_mut() = *extensions;
+        }
+        req
+    }
 }
 
 /// The Host header of a request for `uri`: its authority as written (an IPv6 host keeps
