@@ -374,9 +374,8 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
     loop {
         let (conn, reused) = checkout(inner, &key).await?;
         let may_retry = reused && retries < MAX_RETRIES;
-        // The copy to send again if the connection turns out closed after the request went
-        // out, and the absolute URI (HTTP/1.1 sends the origin form) of a request sent again.
-        // The send is written out here, not in a function of its own: each hop of the request
+        // What is kept to send the request again if the connection turns out closed after
+        // it went out. The send is written out here, not in a function of its own: each hop of the request
         // through another future's state was one more copy of it.
         let replay = if may_retry { Replay::of(&req) } else { None };
         let refused = match conn {
