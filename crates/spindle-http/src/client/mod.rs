@@ -375,8 +375,8 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
         let (conn, reused) = checkout(inner, &key).await?;
         let may_retry = reused && retries < MAX_RETRIES;
         // What is kept to send the request again if the connection turns out closed after
-        // it went out. The send is written out here, not in a function of its own: each hop of the request
-        // through another future's state was one more copy of it.
+        // it went out. The send is written out here, not in a function of its own: each hop
+        // of the request through another future's state was one more copy of it.
         let replay = if may_retry { Replay::of(&req) } else { None };
         let refused = match conn {
             Conn::H1 { mut sender, idle } => {
