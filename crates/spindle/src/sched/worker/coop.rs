@@ -21,6 +21,11 @@
 //!   refused this way has done nothing, so nothing is lost. An eager first poll
 //!   (`task::spawn_eager`, `Worker::poll_eager`) takes a unit too and is part of its
 //!   spawner's poll: the eager task's socket operations spend the same budget.
+//! - **Timers not held back by long polls**: a task poll that spent its whole budget is
+//!   followed at once by the busy worker's look at its timers and reactor (`poll_busy`),
+//!   not only after `BUSY_POLL_INTERVAL` polls: a task whose every poll spends the budget
+//!   (a peer that floods it, with work per read) would otherwise delay a due timer, such as
+//!   the timeout around that very flood, by 64 long polls.
 //! - **Only where parking is allowed**: a fiber yields only on a worker, and in debug builds
 //!   not inside a `no_park` section, where the yield is skipped (the operation completed; its
 //!   result is never lost to a yield or a skip). A plain thread (off any worker) has no
@@ -56,6 +61,13 @@ impl Worker {
     #[inline]
     pub(super) fn refill_io_budget(&self) {
         self.io_budget.left.set(IO_BUDGET);
+    }
+
+    /// Whether the task poll that just ended spent its whole budget ("timers not held back
+    /// by long polls").
+    #[inline]
+    pub(super) fn io_budget_spent_in_poll(&self) -> bool {
+        self.io_budget.left.get() == 0
     }
 
     /// Whether a future-side socket operation may try now. From a task's poll with the

@@ -13,7 +13,8 @@
 //! wakes a sleeping worker when an awake one has left its reactor unread for longer (the
 //! case where everyone slept, then one woke and got stuck). A busy worker reads its reactor
 //! and fires its due timers every `BUSY_POLL_INTERVAL` fiber switches, and every that many
-//! task polls without a read in between (module `sched::worker::task_queue`). The shared task
+//! task polls without a read in between or after a task poll that spent its whole I/O
+//! budget (modules `sched::worker::task_queue`, `sched::worker::coop`). The shared task
 //! reactor (module `reactor::shared_io`) is watched by one sleeping worker ("one watcher"),
 //! read by busy workers at those looks, and covered by the same watchdog rescue.
 
@@ -181,7 +182,8 @@ impl Worker {
 
     /// A busy worker's look at the reactor: non-blocking, only when something could be due.
     /// Every `BUSY_POLL_INTERVAL` fiber switches, and every that many task polls without a
-    /// read of the reactor in between (module `sched::worker::task_queue`).
+    /// read of the reactor in between or after a task poll that spent its whole I/O budget
+    /// (module `sched::worker::task_queue`).
     #[cold]
     pub(super) fn poll_busy(&self) {
         if !self.timers.is_empty() {

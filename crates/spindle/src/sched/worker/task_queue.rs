@@ -7,7 +7,9 @@
 //! each other or themselves) looks at its reactor and fires its due timers every
 //! `BUSY_POLL_INTERVAL` task polls, as it does every that many fiber switches (module
 //! `sched::worker::event_loop`): on a runtime of one worker, a task looping on
-//! `yield_now().await` kept every timer and socket of the worker waiting for ever.
+//! `yield_now().await` kept every timer and socket of the worker waiting for ever. It also
+//! looks after every poll that spent the task's whole I/O budget (module
+//! `sched::worker::coop`, "timers not held back by long polls").
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -183,7 +185,11 @@ impl Worker {
             }
             let unread = q.since_reactor_read.get() + 1;
             q.since_reactor_read.set(unread);
-            if unread >= BUSY_POLL_INTERVAL {
+            // A poll that spent its whole I/O budget was a long one (128 completed socket
+            // operations and whatever work came with them): look at the timers and the
+            // reactor now rather than after `BUSY_POLL_INTERVAL` such polls ("timers not
+            // held back by long polls").
+            if unread >= BUSY_POLL_INTERVAL || self.io_budget_spent_in_poll() {
                 self.poll_busy(); // resets `since_reactor_read`
             }
             let polls = q.polls.get().wrapping_add(1);
