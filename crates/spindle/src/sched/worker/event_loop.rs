@@ -251,14 +251,30 @@ impl Worker {
 
     /// Publishes that this worker has just read its reactor.
     fn note_reactor_read(&self) {
-        self.note_reactor_read_at(Instant::now());
+        if self.publishes_reactor_reads() {
+            self.note_reactor_read_at(Instant::now());
+        } else {
+            self.tasks.since_reactor_read.set(0);
+        }
     }
 
     /// [`note_reactor_read`](Self::note_reactor_read) with the time already read.
     fn note_reactor_read_at(&self, at: Instant) {
         self.tasks.since_reactor_read.set(0);
-        let at = u64::try_from(at.saturating_duration_since(self.rt.started).as_nanos()).unwrap_or(u64::MAX);
-        self.shared.stats.reactor_read_at.store(at, Ordering::Relaxed);
+        if self.publishes_reactor_reads() {
+            let at =
+                u64::try_from(at.saturating_duration_since(self.rt.started).as_nanos()).unwrap_or(u64::MAX);
+            self.shared.stats.reactor_read_at.store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether anyone reads this worker's reactor-read stamp: the other workers ("no reactor
+    /// left unread while a worker idles") and the watchdog's rescue, which both need two
+    /// workers or more. A runtime of one worker skips it: the time arithmetic is ~50
+    /// instructions a pass of the loop (two passes per tcp pingpong round trip).
+    #[inline]
+    fn publishes_reactor_reads(&self) -> bool {
+        self.rt.workers.len() >= 2
     }
 
     /// Reads, for them, the reactors of the awake workers that have not read their own for
