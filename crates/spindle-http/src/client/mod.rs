@@ -17,8 +17,8 @@
 //! (a response body dropped early closes it; one that still sends the request body of a
 //! server that answered before reading it waits for that first).
 //!
-//! Against broken servers (`tests/client_broken_server.rs`): a server that says nothing, or
-//! stalls within the response head, ends in [`ErrorKind::RequestTimeout`] (the request
+//! Against broken servers (`tests/client_broken_server.rs`, `tests/client_stale_connections.rs`):
+//! a server that says nothing, or stalls within the response head, ends in [`ErrorKind::RequestTimeout`] (the request
 //! timeout covers up to the response head; a body is read at the caller's pace with no
 //! timeout of the client's); garbage, a head larger than the 64 KiB read buffer (or over
 //! hyper's 100 headers), or a connection closed or reset before the head, in
@@ -34,6 +34,7 @@
 
 mod connect;
 mod pool;
+mod retry;
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -50,6 +51,7 @@ use hyper::{Request, Response, Uri, Version};
 
 use crate::{Body, BoxError};
 use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
+use retry::{failed, Replay, MAX_RETRIES};
 
 /// Where a pooled connection goes: scheme, host and port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -357,9 +359,6 @@ impl Client {
     }
 }
 
-/// Retries of one request on pooled connections that turned out dead (see [`exchange`]).
-const MAX_RETRIES: usize = 4;
-
 /// One request: a connection from the pool (or a new one), the exchange, and the response
 /// body wrapped so that the connection returns to the pool when it ends.
 ///
@@ -450,92 +449,6 @@ async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), Error> 
             }
             Err(_) => {}
         }
-    }
-}
-
-/// The error of a failed send, and the request to send again, if `may_retry`: the one hyper
-/// gave back unsent (its absolute URI made again from the key: HTTP/1.1 sent the origin
-/// form), or else the one `replay` keeps if the connection ended (closed or reset) before a
-/// response head.
-#[cold]
-fn failed(
-    key: &Key,
-    refused: hyper::client::conn::TrySendError<Request<Body>>,
-    may_retry: bool,
-    replay: Option<Replay>,
-) -> (Error, Option<Request<Body>>) {
-    let mut refused = refused;
-    let unsent = if may_retry { refused.take_message() } else { None };
-    let e = refused.into_error();
-    let closed = e.is_incomplete_message()
-        || std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>()).is_some_and(|io| {
-            use std::io::ErrorKind::*;
-            matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
-        });
-    let again = match unsent {
-        Some(mut req) => absolute_uri(key, req.uri()).map(|uri| {
-            *req.uri_mut() = uri;
-            req
-        }),
-        None => replay.filter(|_| closed).map(Replay::into_request),
-    };
-    (Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e), again)
-}
-
-/// `uri` with `key`'s scheme and authority (a request HTTP/1.1 gave back in the origin form).
-fn absolute_uri(key: &Key, uri: &Uri) -> Option<Uri> {
-    if uri.scheme().is_some() {
-        return Some(uri.clone());
-    }
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    format!("{key}{path}").parse().ok()
-}
-
-/// What is kept of a request sent on a reused connection, to send it again if the server had
-/// closed that connection: made for every such request, so small (the header map and the
-/// extensions only when they are not empty, each boxed), and only for an idempotent request
-/// whose body is held in memory.
-struct Replay {
-    method: hyper::Method,
-    version: Version,
-    uri: Uri,
-    headers: Option<Box<hyper::HeaderMap>>,
-    extensions: Option<Box<hyper::http::Extensions>>,
-    body: Body,
-}
-
-impl Replay {
-    fn of(req: &Request<Body>) -> Option<Replay> {
-        use hyper::Method;
-        let idempotent = matches!(
-            *req.method(),
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-        );
-        if !idempotent {
-            return None;
-        }
-        Some(Replay {
-            body: req.body().try_clone()?,
-            method: req.method().clone(),
-            version: req.version(),
-            uri: req.uri().clone(),
-            headers: (!req.headers().is_empty()).then(|| Box::new(req.headers().clone())),
-            extensions: (!req.extensions().is_empty()).then(|| Box::new(req.extensions().clone())),
-        })
-    }
-
-    fn into_request(self) -> Request<Body> {
-        let mut req = Request::new(self.body);
-        *req.method_mut() = self.method;
-        *req.version_mut() = self.version;
-        *req.uri_mut() = self.uri;
-        if let Some(headers) = self.headers {
-            *req.headers_mut() = *headers;
-        }
-        if let Some(extensions) = self.extensions {
-            *req.extensions_mut() = *extensions;
-        }
-        req
     }
 }
 
