@@ -15,7 +15,7 @@ mod net;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use net::wait_until;
@@ -24,32 +24,9 @@ use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::*;
 use tonic::Code;
 
-/// Aborts the process if it is not dropped within 30 s (a panic on another thread would not
-/// fail the test, and the hung thread could not be unwound anyway).
-struct Watchdog(Option<mpsc::Sender<()>>);
-
-impl Watchdog {
-    fn arm(case: &'static str) -> Watchdog {
-        let (done, wait) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(Duration::from_secs(30)) {
-                // Straight to the file: the test harness would keep an `eprintln!` in its
-                // capture, lost with the process.
-                let _ = writeln!(std::io::stderr(), "hung: {case} did not finish within 30 s");
-                std::process::abort();
-            }
-        });
-        Watchdog(Some(done))
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        if let Some(done) = self.0.take() {
-            let _ = done.send(());
-        }
-    }
-}
+#[path = "../../spindle/tests/support/watchdog.rs"]
+mod watchdog;
+use watchdog::Watchdog;
 
 /// The server's side of the HTTP/2 preface: an empty SETTINGS frame.
 const SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];

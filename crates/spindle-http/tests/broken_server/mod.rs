@@ -12,32 +12,9 @@ pub use std::time::Duration;
 pub use bytes::Bytes;
 pub use spindle_http::{Body, BoxError, Client, ClientError, ClientErrorKind, Request, StatusCode};
 
-/// Aborts the process if it is not dropped within 30 s (a panic on another thread would not
-/// fail the test, and the hung thread could not be unwound anyway).
-pub struct Watchdog(Option<mpsc::Sender<()>>);
-
-impl Watchdog {
-    pub fn arm(case: &'static str) -> Watchdog {
-        let (done, wait) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(Duration::from_secs(30)) {
-                // Straight to the file: the test harness would keep an `eprintln!` in its
-                // capture, lost with the process.
-                let _ = writeln!(std::io::stderr(), "hung: {case} did not finish within 30 s");
-                std::process::abort();
-            }
-        });
-        Watchdog(Some(done))
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        if let Some(done) = self.0.take() {
-            let _ = done.send(());
-        }
-    }
-}
+#[path = "../../../spindle/tests/support/watchdog.rs"]
+mod watchdog;
+pub use watchdog::Watchdog;
 
 pub fn runtime() -> spindle::Runtime {
     spindle::Builder::new().worker_threads(2).build().unwrap()
