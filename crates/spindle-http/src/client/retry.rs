@@ -24,11 +24,10 @@ pub(super) const MAX_RETRIES: usize = 4;
 #[cold]
 pub(super) fn failed(
     key: &Key,
-    refused: hyper::client::conn::TrySendError<Request<Body>>,
+    mut refused: hyper::client::conn::TrySendError<Request<Body>>,
     may_retry: bool,
     replay: Option<Replay>,
 ) -> (Error, Option<Request<Body>>) {
-    let mut refused = refused;
     let unsent = if may_retry { refused.take_message() } else { None };
     let e = refused.into_error();
     let closed = e.is_incomplete_message()
