@@ -2,7 +2,9 @@
 # gRPC interop with a peer no one here wrote: grpc-go's official interop client and server
 # (google.golang.org/grpc/interop/{client,server}, installed through the Go module proxy)
 # against spindle-grpc's interop_server and interop_client, every case both ways, over
-# loopback TCP. Skips (exit 0, with a message) only when Go is absent.
+# loopback TCP, then again over TLS (a CA and a server certificate for "localhost" made here
+# with openssl; grpc-go's --use_tls flags). Skips (exit 0, with a message) only when Go is
+# absent.
 #
 #   bash scripts/grpc-interop.sh            # uses target/ (or $CARGO_TARGET_DIR)
 #   GRPC_GO_VERSION=v1.85.0 GOBIN=/some/dir bash scripts/grpc-interop.sh
@@ -74,10 +76,41 @@ echo "grpc-interop: spindle-grpc interop_client -> grpc-go server (127.0.0.1:$po
 for c in $CASES; do
     run_case "spindle->go" "$c" "$BIN/interop_client" --server_host 127.0.0.1 --server_port "$port" --test_case "$c"
 done
+
+# TLS: a throwaway CA and a certificate for "localhost" it signs (EC P-256, two days).
+tls="$(mktemp -d)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=spindle interop CA" -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+    -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost\n' >"$tls/ext.cnf"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+    -days 2 -extfile "$tls/ext.cnf" -out "$tls/server.pem" 2>/dev/null
+
+port="$(free_port)"
+"$BIN/interop_server" --port "$port" --use_tls --tls_cert_file "$tls/server.pem" --tls_key_file "$tls/server.key" 2>/dev/null &
+pids+=($!)
+wait_port "$port"
+echo "grpc-interop: grpc-go client -> spindle-grpc interop_server over TLS (127.0.0.1:$port)"
+for c in $CASES; do
+    run_case "go->spindle tls" "$c" "$GOBIN/client" --server_host=127.0.0.1 --server_port="$port" --test_case="$c" \
+        --use_tls=true --use_test_ca=true --ca_file="$tls/ca.pem" --server_host_override=localhost
+done
+
+port="$(free_port)"
+"$GOBIN/server" --port="$port" --use_tls=true --tls_cert_file="$tls/server.pem" --tls_key_file="$tls/server.key" 2>/dev/null &
+pids+=($!)
+wait_port "$port"
+echo "grpc-interop: spindle-grpc interop_client -> grpc-go server over TLS (127.0.0.1:$port)"
+for c in $CASES; do
+    run_case "spindle->go tls" "$c" "$BIN/interop_client" --server_host 127.0.0.1 --server_port "$port" --test_case "$c" \
+        --use_tls --ca_file "$tls/ca.pem" --server_host_override localhost
+done
+rm -rf "$tls"
 rm -f "$log"
 
 if [ "$failed" -ne 0 ]; then
     echo "grpc-interop: $failed case(s) failed" >&2
     exit 1
 fi
-echo "grpc-interop: all cases passed both ways"
+echo "grpc-interop: all cases passed both ways, plain and over TLS"

@@ -81,6 +81,10 @@ pub struct Endpoint {
     pub(crate) initial_stream_window: u32,
     pub(crate) initial_connection_window: u32,
     pub(crate) nodelay: bool,
+    /// An `https://` URI: the connection must be TLS.
+    pub(crate) https: bool,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<crate::tls::ClientTlsConfig>,
 }
 
 /// What an [`Endpoint`] connects to.
@@ -91,8 +95,9 @@ pub(crate) enum Target {
 }
 
 impl Endpoint {
-    /// An endpoint for `uri`: `http://host:port` (TCP; port 80 if absent) or `unix:/path`
-    /// (also `unix:///path`), with defaults: 5 s connect timeout, no default call timeout,
+    /// An endpoint for `uri`: `http://host:port` (TCP; port 80 if absent), `https://host:port`
+    /// (TLS, feature `tls`, with `Endpoint::tls`; port 443 if absent) or `unix:/path` (also
+    /// `unix:///path`), with defaults: 5 s connect timeout, no default call timeout,
     /// reconnection backoff from 100 ms doubling up to 5 s, no keepalive pings. The connection
     /// runs on the runtime of [`Endpoint::handle`], else of the worker that built the
     /// endpoint, else of the worker that connects it.
@@ -108,15 +113,19 @@ impl Endpoint {
             (Target::Unix(path.into()), http::uri::Authority::from_static("localhost"))
         } else {
             let parsed: http::Uri = uri.parse().map_err(|_| invalid("not a URI"))?;
-            if parsed.scheme_str() != Some("http") {
-                return Err(invalid("only http:// (HTTP/2 without TLS) and unix: URIs are supported"));
-            }
+            let default_port = match parsed.scheme_str() {
+                Some("http") => 80,
+                Some("https") if cfg!(feature = "tls") => 443,
+                Some("https") => return Err(invalid("https:// needs spindle-grpc's `tls` feature")),
+                _ => return Err(invalid("only http://, https:// and unix: URIs are supported")),
+            };
             let authority = parsed.authority().ok_or_else(|| invalid("no host"))?.clone();
-            let port = authority.port_u16().unwrap_or(80);
+            let port = authority.port_u16().unwrap_or(default_port);
             let host = authority.host().trim_start_matches('[').trim_end_matches(']');
             let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
             (Target::Tcp(addr), authority)
         };
+        let https = uri.starts_with("https:");
         Ok(Endpoint {
             target,
             origin,
@@ -131,7 +140,20 @@ impl Endpoint {
             initial_stream_window: 1 << 20,
             initial_connection_window: 2 << 20,
             nodelay: true,
+            https,
+            #[cfg(feature = "tls")]
+            tls: None,
         })
+    }
+
+    /// The TLS settings of an `https://` endpoint (feature `tls`): which authorities to trust,
+    /// a client certificate for mutual TLS, the name to check. A failed handshake (an untrusted
+    /// or expired certificate, a wrong name, a server that does not speak TLS or HTTP/2) fails
+    /// the connection attempt with the TLS error, as a refused connection does.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::tls::ClientTlsConfig) -> Endpoint {
+        self.tls = Some(config);
+        self
     }
 
     /// Runs the connection on `handle`'s runtime (default: the runtime of the worker that
@@ -216,6 +238,22 @@ impl Endpoint {
             return Err(io::Error::other(
                 "spindle-grpc: connecting outside a spindle worker needs a runtime: Endpoint::handle",
             ));
+        }
+        #[cfg(feature = "tls")]
+        match (endpoint.https, endpoint.tls.is_some()) {
+            (true, false) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "spindle-grpc: an https:// endpoint needs its TLS settings: Endpoint::tls",
+                ))
+            }
+            (false, true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "spindle-grpc: Endpoint::tls was given for a URI that is not https://",
+                ))
+            }
+            _ => {}
         }
         Ok(RemoteChannel { shared: Arc::new(Shared::new(endpoint)), reserved: false })
     }
@@ -480,7 +518,8 @@ impl RemoteChannel {
             }
         }
         let mut uri = http::uri::Parts::from(std::mem::take(&mut parts.uri));
-        uri.scheme = Some(http::uri::Scheme::HTTP);
+        uri.scheme =
+            Some(if self.shared.endpoint.https { http::uri::Scheme::HTTPS } else { http::uri::Scheme::HTTP });
         uri.authority = Some(self.shared.endpoint.origin.clone());
         if uri.path_and_query.is_none() {
             uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));

@@ -1,5 +1,5 @@
 //! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
-//! (TCP or Unix, then the HTTP/2 handshake), publishes the connection, runs hyper's
+//! (TCP or Unix, then TLS for `https://`, then the HTTP/2 handshake), publishes the connection, runs hyper's
 //! dispatcher as a task until the connection ends, and reconnects.
 //!
 //! # Invariants
@@ -341,16 +341,25 @@ impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for Watched<I> {
     }
 }
 
+/// A TLS connection's socket.
+#[cfg(feature = "tls")]
+type TlsSocket = crate::tls::TlsIo<crate::tls::ClientStream>;
+
 /// A connection's driver, whatever its socket.
 enum Driver {
     Tcp(Connection<spindle::net::TcpStream>, std::sync::Arc<Watch>),
     Unix(Connection<spindle::net::UnixStream>, std::sync::Arc<Watch>),
+    /// Boxed: rustls's connection state is large, and the other variants are not.
+    #[cfg(feature = "tls")]
+    Tls(Box<Connection<TlsSocket>>, std::sync::Arc<Watch>),
 }
 
 impl Driver {
     fn watch(&self) -> &Watch {
         match self {
             Driver::Tcp(_, w) | Driver::Unix(_, w) => w,
+            #[cfg(feature = "tls")]
+            Driver::Tls(_, w) => w,
         }
     }
 
@@ -358,6 +367,8 @@ impl Driver {
         match self {
             Driver::Tcp(c, _) => c.current_max_send_streams(),
             Driver::Unix(c, _) => c.current_max_send_streams(),
+            #[cfg(feature = "tls")]
+            Driver::Tls(c, _) => c.current_max_send_streams(),
         }
     }
 }
@@ -369,6 +380,8 @@ impl std::future::Future for Driver {
         match self.get_mut() {
             Driver::Tcp(c, _) => std::pin::Pin::new(c).poll(cx),
             Driver::Unix(c, _) => std::pin::Pin::new(c).poll(cx),
+            #[cfg(feature = "tls")]
+            Driver::Tls(c, _) => std::pin::Pin::new(&mut **c).poll(cx),
         }
     }
 }
@@ -385,6 +398,10 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                     Ok(stream) => {
                         if endpoint.nodelay {
                             stream.set_nodelay(true)?;
+                        }
+                        #[cfg(feature = "tls")]
+                        if let Some(tls) = &endpoint.tls {
+                            return connect_tls(endpoint, tls, stream, deadline);
                         }
                         let watch = std::sync::Arc::new(Watch::default());
                         let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
@@ -408,6 +425,24 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
             Ok((sender, driver))
         }
     }
+}
+
+/// The TLS handshake over a connected socket, then HTTP/2's, within the connect timeout.
+#[cfg(feature = "tls")]
+fn connect_tls(
+    endpoint: &Endpoint,
+    tls: &crate::tls::ClientTlsConfig,
+    stream: spindle::net::TcpStream,
+    deadline: std::time::Instant,
+) -> io::Result<(Sender, Driver)> {
+    let host = endpoint.origin.host().trim_start_matches('[').trim_end_matches(']');
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let io = crate::tls::connect(tls, host, stream, left)?;
+    let watch = std::sync::Arc::new(Watch::default());
+    let (sender, conn) = handshake(endpoint, watched(io, &watch), deadline)?;
+    let driver = Driver::Tls(Box::new(conn), watch);
+    wait_for_settings(&driver, deadline)?;
+    Ok((sender, driver))
 }
 
 fn watched<I>(io: I, watch: &std::sync::Arc<Watch>) -> Watched<I> {

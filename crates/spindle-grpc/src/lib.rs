@@ -9,6 +9,8 @@
 //! trailers) back. Serve the same channel over the network with [`Server`], and call it from
 //! elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same client code runs
 //! in process and remote, with no tokio runtime (the crate README has the network semantics).
+//! With the feature `tls`, both sides speak TLS (`Server::tls`, `https://` endpoints with
+//! `Endpoint::tls`), mutual TLS included.
 //!
 //! ```
 //! use spindle_grpc::Channel;
@@ -75,6 +77,8 @@ mod pipe;
 mod remote_call;
 mod server;
 mod signal;
+#[cfg(feature = "tls")]
+mod tls;
 pub mod typed;
 mod wire;
 
@@ -101,6 +105,8 @@ pub use pipe::BYTES as PIPE_BYTES;
 pub use pipe::CAPACITY as PIPE_FRAMES;
 pub use remote_call::{RemoteBody, RemoteFuture};
 pub use server::{Server, ServerStats, Serving, ShutdownReport};
+#[cfg(feature = "tls")]
+pub use tls::{ClientTlsConfig, ServerTlsConfig};
 
 /// A registered service, type-erased.
 trait ErasedService: Send + Sync {

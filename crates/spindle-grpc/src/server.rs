@@ -62,6 +62,8 @@ pub struct Server {
     max_pending_accept_reset_streams: usize,
     nodelay: bool,
     shutdown_on: Option<(spindle::shutdown::ShutdownToken, Duration)>,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::ServerTlsConfig>,
 }
 
 impl Server {
@@ -84,6 +86,8 @@ impl Server {
             max_pending_accept_reset_streams: 20,
             nodelay: true,
             shutdown_on: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -152,6 +156,16 @@ impl Server {
     /// `TCP_NODELAY` on accepted TCP connections (default on).
     pub fn nodelay(mut self, on: bool) -> Server {
         self.nodelay = on;
+        self
+    }
+
+    /// Serves TCP connections over TLS (feature `tls`; HTTP/2 by ALPN `h2`): each connection's
+    /// task runs the handshake first, bounded by the configuration's handshake timeout and the
+    /// server's shutdown; a client that fails it or never finishes it is disconnected (module
+    /// `tls`). Unix sockets stay plain.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::tls::ServerTlsConfig) -> Server {
+        self.tls = Some(config);
         self
     }
 
@@ -373,8 +387,53 @@ fn pause(d: Duration) {
 async fn serve_connection(server: Arc<Server>, shared: Arc<Shared>, conn: Conn, guard: ConnGuard) {
     let _guard = guard;
     match conn {
+        #[cfg(feature = "tls")]
+        Conn::Tcp(io) if server.tls.is_some() => {
+            let tls = server.tls.as_ref().expect("checked by the guard");
+            if let Some(io) = tls_handshake(tls, &shared, io).await {
+                drive(&server, &shared, crate::tls::TlsIo(io)).await;
+            }
+        }
         Conn::Tcp(io) => drive(&server, &shared, io).await,
         Conn::Unix(io) => drive(&server, &shared, io).await,
+    }
+}
+
+/// The server side of a connection's TLS handshake, bounded by the handshake timeout and the
+/// server's shutdown (module `tls`, "bounded handshakes"); `None` when it failed (logged).
+#[cfg(feature = "tls")]
+async fn tls_handshake(
+    tls: &crate::tls::ServerTlsConfig,
+    shared: &Shared,
+    io: TcpStream,
+) -> Option<crate::tls::ServerStream> {
+    let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
+    // Boxed: rustls's connection state would otherwise be part of every connection task's.
+    let mut accept = Box::pin(crate::tls::accept(tls, io));
+    let mut deadline = spindle::time::sleep_future(tls.handshake_timeout.min(spindle::time::NEVER));
+    let mut shutdown: Waiter = shared.signal.waiter();
+    let result = poll_fn(|cx| {
+        if let Poll::Ready(result) = accept.as_mut().poll(cx) {
+            return Poll::Ready(result.and_then(|stream| {
+                crate::tls::check_alpn(stream.get_ref().1.alpn_protocol()).map(|()| stream)
+            }));
+        }
+        if shutdown.poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::other("server shutting down")));
+        }
+        if Pin::new(&mut deadline).poll(cx).is_ready() {
+            let why = format!("not finished within {:?}", tls.handshake_timeout);
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
+        }
+        Poll::Pending
+    })
+    .await;
+    match result {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            log::debug!("spindle-grpc: TLS handshake with {peer} failed: {e}");
+            None
+        }
     }
 }
 

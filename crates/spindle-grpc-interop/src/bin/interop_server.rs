@@ -1,23 +1,40 @@
 //! The gRPC interop server on spindle-grpc: `grpc.testing.TestService` over HTTP/2 on
-//! loopback TCP, for the official interop clients (`interop_server --port 10000`).
+//! loopback TCP, for the official interop clients (`interop_server --port 10000`; over TLS
+//! with `--use_tls --tls_cert_file PEM --tls_key_file PEM`, grpc-go's flags).
 
 use spindle_grpc_interop::grpc_testing::pb::test_service_server::TestServiceServer;
 use spindle_grpc_interop::grpc_testing::InteropService;
 use spindle_grpc_interop::EchoMetadata;
 
 fn main() {
-    let flags =
-        match spindle_grpc_interop::args::parse(std::env::args().skip(1), &["port", "use_tls", "host"]) {
-            Ok(flags) => flags,
+    let known = ["port", "use_tls", "host", "tls_cert_file", "tls_key_file"];
+    let flags = match spindle_grpc_interop::args::parse(std::env::args().skip(1), &known) {
+        Ok(flags) => flags,
+        Err(e) => {
+            eprintln!(
+                "interop_server: {e}\nusage: interop_server --port N [--host 127.0.0.1] \
+                 [--use_tls --tls_cert_file PEM --tls_key_file PEM]"
+            );
+            std::process::exit(2);
+        }
+    };
+    // TLS with grpc-go's flags; the certificate and key are the caller's (no test ones are
+    // built in).
+    let tls = if flags.get("use_tls").is_some_and(|v| v != "false") {
+        let (Some(cert), Some(key)) = (flags.get("tls_cert_file"), flags.get("tls_key_file")) else {
+            eprintln!("interop_server: --use_tls needs --tls_cert_file and --tls_key_file");
+            std::process::exit(2);
+        };
+        match spindle_grpc::ServerTlsConfig::from_pem_files(cert, key) {
+            Ok(config) => Some(config),
             Err(e) => {
-                eprintln!("interop_server: {e}\nusage: interop_server --port N [--host 127.0.0.1]");
+                eprintln!("interop_server: TLS: {e}");
                 std::process::exit(2);
             }
-        };
-    if flags.get("use_tls").is_some_and(|v| v != "false") {
-        eprintln!("interop_server: TLS is not supported (--use_tls=false)");
-        std::process::exit(2);
-    }
+        }
+    } else {
+        None
+    };
     let port: u16 = match flags.get("port").map(|p| p.parse()) {
         Some(Ok(port)) => port,
         None => 10000,
@@ -38,7 +55,11 @@ fn main() {
                 std::process::exit(1);
             }
         };
-        let serving = spindle_grpc::Server::new(channel).serve_tcp(listener).expect("serving");
+        let mut server = spindle_grpc::Server::new(channel);
+        if let Some(tls) = tls {
+            server = server.tls(tls);
+        }
+        let serving = server.serve_tcp(listener).expect("serving");
         eprintln!("interop_server: serving grpc.testing.TestService on {}", serving.local_addr().unwrap());
         loop {
             spindle::time::sleep(std::time::Duration::from_secs(3600));

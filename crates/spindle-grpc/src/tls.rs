@@ -1,0 +1,345 @@
+//! gRPC over TLS (feature `tls`): the server's and the client's TLS settings, the handshakes,
+//! and the TLS stream as hyper's I/O.
+//!
+//! rustls is driven through `futures-rustls` over spindle's `TcpStream` (which implements the
+//! futures-io traits), as spindle-http does: the handshake and every record are plain futures
+//! polled by the connection's task (the server) or the manager fiber (the client's
+//! handshake), so no TLS state machine is written here.
+//!
+//! # Invariants
+//!
+//! - **HTTP/2 by ALPN.** Both sides offer only `h2` unless the caller's own rustls
+//!   configuration says otherwise; a peer that agrees on another protocol is refused (gRPC is
+//!   HTTP/2 only). A peer that sends no ALPN at all is served HTTP/2, as grpc-go's server does.
+//! - **Bounded handshakes.** The server's handshake runs under
+//!   [`ServerTlsConfig::handshake_timeout`] and the server's shutdown: a client that never
+//!   finishes it is disconnected and its connection task ends. The client's runs within the
+//!   endpoint's connect timeout. A failed handshake ends the connection (server: a `debug`
+//!   log line; client: the attempt fails with the TLS error, the channel is `UNAVAILABLE`
+//!   with it and retries after its backoff).
+//! - **Bounded buffers.** rustls's plaintext send buffer keeps its default limit (64 KiB), so
+//!   a peer that stops reading stalls the connection exactly as on a plain socket, and
+//!   HTTP/2's flow control bounds the rest.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use spindle::net::TcpStream;
+
+/// The TLS settings of a [`Server`](crate::Server): its certificate chain and key (or a whole
+/// rustls `ServerConfig`), optionally the authorities whose client certificates it requires
+/// (mutual TLS), and how long a client has to finish the handshake.
+#[derive(Clone)]
+pub struct ServerTlsConfig {
+    pub(crate) config: Arc<rustls::ServerConfig>,
+    pub(crate) handshake_timeout: Duration,
+}
+
+impl ServerTlsConfig {
+    /// From PEM text: `cert_chain` holds the server's certificate then its intermediates,
+    /// `key` its private key (PKCS#8, PKCS#1 or SEC1).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` when either holds no PEM block of the right kind, or when rustls refuses
+    /// the pair (a key that does not match the certificate, an unsupported key type); the
+    /// message says which.
+    pub fn from_pem(cert_chain: &[u8], key: &[u8]) -> io::Result<ServerTlsConfig> {
+        ServerTlsConfig::build(cert_chain, key, None)
+    }
+
+    /// As [`ServerTlsConfig::from_pem`], and every client must present a certificate issued
+    /// by one of the authorities in `client_ca` (PEM): mutual TLS. A client without one, or
+    /// with another, fails the handshake.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerTlsConfig::from_pem`], and `InvalidData` when `client_ca` holds no usable
+    /// certificate.
+    pub fn from_pem_with_client_auth(
+        cert_chain: &[u8],
+        key: &[u8],
+        client_ca: &[u8],
+    ) -> io::Result<ServerTlsConfig> {
+        ServerTlsConfig::build(cert_chain, key, Some(roots(client_ca, "client CA")?))
+    }
+
+    /// From PEM files (see [`ServerTlsConfig::from_pem`]).
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read (the error names it), or as [`ServerTlsConfig::from_pem`].
+    pub fn from_pem_files(
+        cert_chain: impl AsRef<Path>,
+        key: impl AsRef<Path>,
+    ) -> io::Result<ServerTlsConfig> {
+        ServerTlsConfig::from_pem(&read(cert_chain.as_ref())?, &read(key.as_ref())?)
+    }
+
+    /// From a rustls configuration (another crypto provider, session resumption, a custom
+    /// client verifier...). If its `alpn_protocols` is empty, the server offers `h2`.
+    pub fn from_rustls(config: Arc<rustls::ServerConfig>) -> ServerTlsConfig {
+        let config = if config.alpn_protocols.is_empty() {
+            let mut config = (*config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(config)
+        } else {
+            config
+        };
+        ServerTlsConfig { config, handshake_timeout: Duration::from_secs(10) }
+    }
+
+    /// How long a client has to complete the TLS handshake (default 10 s); past it the
+    /// connection is closed.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> ServerTlsConfig {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    fn build(
+        cert_chain: &[u8],
+        key: &[u8],
+        client_ca: Option<rustls::RootCertStore>,
+    ) -> io::Result<ServerTlsConfig> {
+        let certs = certificates(cert_chain, "certificate")?;
+        let key = private_key(key)?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(format!("TLS versions: {e}")))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(roots) => {
+                let verifier =
+                    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                        .build()
+                        .map_err(|e| invalid(format!("client CA refused: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder
+            .with_single_cert(certs, key)
+            .map_err(|e| invalid(format!("certificate and key refused: {e}")))?;
+        Ok(ServerTlsConfig::from_rustls(Arc::new(config)))
+    }
+}
+
+impl fmt::Debug for ServerTlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerTlsConfig")
+            .field("alpn_protocols", &self.config.alpn_protocols)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The TLS settings of an [`Endpoint`](crate::Endpoint) (`https://` URIs): the authorities
+/// whose server certificates it trusts, optionally a client certificate (mutual TLS), and the
+/// name the server's certificate must carry (default: the URI's host).
+#[derive(Clone)]
+pub struct ClientTlsConfig {
+    pub(crate) config: Arc<rustls::ClientConfig>,
+    pub(crate) domain: Option<String>,
+}
+
+impl ClientTlsConfig {
+    /// Trusts the certificate authorities in `ca` (PEM: one or more certificates). The
+    /// server's certificate must chain to one of them and name the host connected to (or
+    /// [`ClientTlsConfig::domain_name`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` when `ca` holds no usable certificate.
+    pub fn from_ca_pem(ca: &[u8]) -> io::Result<ClientTlsConfig> {
+        ClientTlsConfig::build(roots(ca, "CA")?, None)
+    }
+
+    /// As [`ClientTlsConfig::from_ca_pem`], presenting the client certificate `cert_chain`
+    /// with its `key` to servers that ask for one (mutual TLS).
+    ///
+    /// # Errors
+    ///
+    /// As [`ClientTlsConfig::from_ca_pem`], and as [`ServerTlsConfig::from_pem`] for the
+    /// certificate and key.
+    pub fn from_ca_pem_with_identity(
+        ca: &[u8],
+        cert_chain: &[u8],
+        key: &[u8],
+    ) -> io::Result<ClientTlsConfig> {
+        let identity = (certificates(cert_chain, "client certificate")?, private_key(key)?);
+        ClientTlsConfig::build(roots(ca, "CA")?, Some(identity))
+    }
+
+    /// From a rustls configuration (system roots through rustls-native-certs, another crypto
+    /// provider...). If its `alpn_protocols` is empty, the client offers `h2`.
+    pub fn from_rustls(config: Arc<rustls::ClientConfig>) -> ClientTlsConfig {
+        let config = if config.alpn_protocols.is_empty() {
+            let mut config = (*config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(config)
+        } else {
+            config
+        };
+        ClientTlsConfig { config, domain: None }
+    }
+
+    /// The name sent in SNI and checked against the server's certificate, instead of the
+    /// URI's host (a server reached by address whose certificate names a host).
+    pub fn domain_name(mut self, name: impl Into<String>) -> ClientTlsConfig {
+        self.domain = Some(name.into());
+        self
+    }
+
+    fn build(
+        roots: rustls::RootCertStore,
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    ) -> io::Result<ClientTlsConfig> {
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(format!("TLS versions: {e}")))?
+            .with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((certs, key)) => builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| invalid(format!("client certificate and key refused: {e}")))?,
+        };
+        Ok(ClientTlsConfig::from_rustls(Arc::new(config)))
+    }
+}
+
+impl fmt::Debug for ClientTlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientTlsConfig")
+            .field("alpn_protocols", &self.config.alpn_protocols)
+            .field("domain", &self.domain)
+            .finish_non_exhaustive()
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", path.display())))
+}
+
+fn certificates(pem: &[u8], what: &str) -> io::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(format!("reading the {what} PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(invalid(format!("no CERTIFICATE block in the {what} PEM")));
+    }
+    Ok(certs)
+}
+
+fn private_key(pem: &[u8]) -> io::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| invalid(format!("reading the key PEM: {e}")))
+}
+
+fn roots(pem: &[u8], what: &str) -> io::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(certificates(pem, what)?);
+    if added == 0 {
+        return Err(invalid(format!("no usable certificate in the {what} PEM")));
+    }
+    Ok(roots)
+}
+
+/// A server-side TLS stream over a spindle socket.
+pub(crate) type ServerStream = futures_rustls::server::TlsStream<TcpStream>;
+/// A client-side TLS stream over a spindle socket.
+pub(crate) type ClientStream = futures_rustls::client::TlsStream<TcpStream>;
+
+/// The server's handshake with one client (its bounds are the caller's: module docs).
+pub(crate) fn accept(config: &ServerTlsConfig, stream: TcpStream) -> futures_rustls::Accept<TcpStream> {
+    futures_rustls::TlsAcceptor::from(config.config.clone()).accept(stream)
+}
+
+/// Refuses a connection whose ALPN agreed on something else than HTTP/2 ("HTTP/2 by ALPN").
+pub(crate) fn check_alpn(protocol: Option<&[u8]>) -> io::Result<()> {
+    match protocol {
+        None | Some(b"h2") => Ok(()),
+        Some(other) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the peer agreed on ALPN protocol {:?}, not h2", String::from_utf8_lossy(other)),
+        )),
+    }
+}
+
+/// The client's handshake over a connected socket, within `left` (run by the manager fiber).
+pub(crate) fn connect(
+    config: &ClientTlsConfig,
+    host: &str,
+    stream: TcpStream,
+    left: Duration,
+) -> io::Result<TlsIo<ClientStream>> {
+    let name = config.domain.as_deref().unwrap_or(host);
+    let name = ServerName::try_from(name.to_owned())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS server name {name:?}: {e}")))?;
+    let handshake = futures_rustls::TlsConnector::from(config.config.clone()).connect(name, stream);
+    let stream = match spindle::task::block_on(spindle::time::timeout(left, handshake)) {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}"))),
+        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
+    };
+    check_alpn(stream.get_ref().1.alpn_protocol())?;
+    Ok(TlsIo(stream))
+}
+
+/// A TLS stream as hyper's I/O (hyper's traits over futures-io's).
+pub(crate) struct TlsIo<S>(pub(crate) S);
+
+impl<S: futures_io::AsyncRead + Unpin> hyper::rt::Read for TlsIo<S> {
+    /// rustls copies plaintext out of its own buffer; `buf` is uninitialised memory, which
+    /// this crate (no `unsafe`) cannot hand out as `&mut [u8]`: through a stack buffer.
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut chunk = [0u8; 8192];
+        let want = buf.remaining().min(chunk.len());
+        let n = std::task::ready!(Pin::new(&mut self.0).poll_read(cx, &mut chunk[..want]))?;
+        buf.put_slice(&chunk[..n]);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: futures_io::AsyncWrite + Unpin> hyper::rt::Write for TlsIo<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_close(cx)
+    }
+}
