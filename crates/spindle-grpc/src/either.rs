@@ -39,7 +39,8 @@ impl AnyChannel {
     /// `inproc:` (or `inproc://` followed by anything) picks `local`; `http://host:port` and
     /// `unix:/path` a [`RemoteChannel`] that connects at its first call
     /// ([`Endpoint::connect_lazy`], with the endpoint's defaults). Anything else is an
-    /// `InvalidInput` error.
+    /// `InvalidInput` error, `https://` included: TLS needs settings a URI does not carry, so
+    /// build that one as `AnyChannel::Remote(Endpoint::new(uri)?.tls(config).connect_lazy()?)`.
     pub fn from_uri(uri: &str, local: &Channel) -> io::Result<AnyChannel> {
         if uri.starts_with("inproc:") {
             return Ok(AnyChannel::Local(local.clone()));

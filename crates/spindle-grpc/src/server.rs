@@ -3,7 +3,8 @@
 //! `spindle::hyper_rt`, spindle sockets as hyper's I/O).
 //!
 //! One spindle task accepts; each connection is one spindle task driving hyper's connection
-//! future; hyper runs each stream (call) in a task of its own, which polls the channel's
+//! future (after the TLS handshake, with `Server::tls`: module `tls`); hyper runs each
+//! stream (call) in a task of its own, which polls the channel's
 //! call: the handler, its deadline, size limits and panic isolation are the in-process
 //! channel's (module `call`), so the semantics are the same in process and over the network.
 //!

@@ -186,6 +186,20 @@ fn a_stalled_handshake_is_cut() {
     net.settle(1);
 }
 
+/// The server's shutdown ends a handshake in progress (its timeout here is an hour).
+#[test]
+fn shutdown_ends_a_pending_handshake() {
+    let ca = Ca::new("spindle test CA");
+    let mut net = tls_server(&ca, |c| c.handshake_timeout(Duration::from_secs(3600)));
+    let mut silent = std::net::TcpStream::connect(net.addr).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || net.serving().stats().connections == 1));
+    let report = net.serving.take().unwrap().shutdown(Duration::from_secs(30));
+    assert_eq!(report.dropped_connections, 0);
+    silent.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(silent.read(&mut byte).unwrap(), 0, "the server should have closed it");
+}
+
 #[test]
 fn mutual_tls() {
     let ca = Ca::new("spindle test CA");
