@@ -73,6 +73,8 @@ pub struct WorkerMetrics {
     /// preempted) and found events there, whose tasks it then ran.
     pub reactor_reads_for_others: u64,
     /// Time spent awake (running fibers, tasks and the loop itself) since the runtime started.
+    /// Its sleeps are measured with the kernel's coarse clock (one tick's resolution each,
+    /// exact on average over many), which costs a quarter of a precise read.
     pub busy: Duration,
     /// Started fibers that have not finished (parked or runnable) on this worker.
     pub live_fibers: u64,

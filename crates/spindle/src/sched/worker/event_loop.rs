@@ -16,7 +16,11 @@
 //! task polls without a read in between or after a task poll that spent its whole I/O
 //! budget (modules `sched::worker::task_queue`, `sched::worker::coop`). The shared task
 //! reactor (module `reactor::shared_io`) is watched by one sleeping worker ("one watcher"),
-//! read by busy workers at those looks, and covered by the same watchdog rescue.
+//! read by busy workers at those looks, and covered by the same watchdog rescue. **Clocks by
+//! need**: a pass of the loop reads the precise clock only for pending timers and for the
+//! reactor-read stamp the other workers compare (runtimes of two or more workers); the
+//! sleep statistics and the trim of idle caches read the coarse clock (module
+//! `sys::coarse_clock`), a quarter of the cost.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -25,6 +29,7 @@ use super::{Worker, WORKER};
 use crate::fiber::overflow;
 use crate::reactor::shared_ready;
 use crate::sched::metrics::bump;
+use crate::sys::coarse_clock;
 use crate::sys::epoll::Event;
 
 /// A busy worker polls its reactor (non-blocking) every this many fiber switches (a power of
@@ -33,6 +38,10 @@ pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
 
 /// How long a worker must stay idle before it gives its cached stacks' pages back.
 const TRIM_AFTER_IDLE: Duration = Duration::from_millis(200);
+
+/// One kernel tick at the slowest common rate (CONFIG_HZ=100): how far a span measured with
+/// the coarse clock may fall short of the real one.
+const COARSE_MARGIN: Duration = Duration::from_millis(10);
 
 /// How long an awake worker may leave its reactor unread before an idle worker reads it for
 /// it ("no reactor left unread while a worker idles"): well under the kernel's 4 ms tick, so
@@ -83,16 +92,25 @@ impl Worker {
     /// until I/O, a timer or a remote wake-up makes something runnable. Trims the stack pool
     /// once the worker has stayed idle for `TRIM_AFTER_IDLE`.
     fn idle(&self) {
-        let now = Instant::now();
-        self.fire_timers(now);
-        if self.has_runnable() {
-            return;
+        // The precise clock only for timers ("clocks by need"): with none pending, the
+        // statistics and the trim read the coarse one.
+        let mut now = None;
+        if !self.timers.is_empty() {
+            let at = Instant::now();
+            now = Some(at);
+            self.fire_timers(at);
+            if self.has_runnable() {
+                return;
+            }
         }
         let others_awake = self.read_for_awake_workers();
         if self.has_runnable() {
             return;
         }
-        let next_timer = self.timers.next_deadline().map(|d| d.saturating_duration_since(now));
+        let next_timer = self
+            .timers
+            .next_deadline()
+            .map(|d| d.saturating_duration_since(*now.get_or_insert_with(Instant::now)));
         let trim = self.pool.borrow().needs_trim();
         let timeout = match (next_timer, trim) {
             (Some(t), true) => Some(t.min(TRIM_AFTER_IDLE)),
@@ -128,19 +146,23 @@ impl Worker {
         let stats = &self.shared.stats;
         bump(&stats.sleeps, 1);
         stats.sleeping.store(true, Ordering::Relaxed);
-        // One clock read before the sleep (`now`, above) and one after it serve the timers,
-        // the sleep statistics and the watchdog's stamp: a clock read costs as much as the
-        // rest of a short pass.
-        let (ready, after) = {
+        // The sleep statistics and the trim: the coarse clock, before and after.
+        let slept_from = coarse_clock::now_ns();
+        let (ready, slept_to) = {
             let mut events = self.events.borrow_mut();
             let waited = driver.wait(&mut events, timeout);
-            let after = Instant::now();
+            let slept_to = coarse_clock::now_ns();
             // Busy again before dispatching: a wake-up that queues tasks and looks for an
             // idle worker to share them with must not find (and wake) this one.
             driver.end_sleep();
             self.unwatch_shared_io(watching);
             self.rt.leave_idle(&self.shared);
-            self.note_reactor_read_at(after);
+            // The stamp the other workers read (runtimes of two or more) is precise.
+            if self.publishes_reactor_reads() {
+                self.note_reactor_read_at(Instant::now());
+            } else {
+                self.tasks.since_reactor_read.set(0);
+            }
             self.dispatching.set(true);
             let mut ready = match waited {
                 Ok(()) => driver.dispatch(&events, true),
@@ -153,12 +175,17 @@ impl Worker {
                 ready += self.read_shared(&mut events);
             }
             self.dispatching.set(false);
-            (ready, after)
+            (ready, slept_to)
         };
-        bump(&stats.sleep_ns, u64::try_from((after - now).as_nanos()).unwrap_or(u64::MAX));
+        let slept = slept_to.saturating_sub(slept_from);
+        bump(&stats.sleep_ns, slept);
         stats.sleeping.store(false, Ordering::Relaxed);
-        self.fire_timers(after);
-        if trim && ready == 0 && !self.has_runnable() && after - now >= TRIM_AFTER_IDLE {
+        if !self.timers.is_empty() {
+            self.fire_timers(Instant::now());
+        }
+        // A tick's margin: a coarse span may read one tick short of the wait it measured.
+        let trim_after = u64::try_from((TRIM_AFTER_IDLE - COARSE_MARGIN).as_nanos()).unwrap_or(u64::MAX);
+        if trim && ready == 0 && !self.has_runnable() && slept >= trim_after {
             self.pool.borrow_mut().trim();
             crate::fiber::block_cache::trim();
         }
