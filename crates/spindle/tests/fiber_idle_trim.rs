@@ -53,7 +53,12 @@ fn an_idle_worker_gives_back_its_free_stacks_pages() {
         for _ in 0..FIBERS {
             tx.send(()).unwrap();
         }
-        handles.into_iter().map(|h| h.join().unwrap()).count()
+        let mut ran = 0;
+        for handle in handles {
+            std::hint::black_box(handle.join().unwrap());
+            ran += 1;
+        }
+        ran
     });
     assert_eq!(ran, FIBERS);
     let busy = resident_bytes();
