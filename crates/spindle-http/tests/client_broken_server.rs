@@ -2,7 +2,8 @@
 //! answers, one that sends garbage, one that stalls in the middle of its headers, a body
 //! shorter than its Content-Length, a header block of a MiB, an endless chunked body, 1xx
 //! responses (also an endless stream of them), an unsolicited 101, a reset in the middle of a
-//! body, and HTTP/2 prior knowledge against an HTTP/1 server. Each request ends with the right
+//! body, a body that stalls (the read timeout) or trickles (read whole), and HTTP/2 prior
+//! knowledge against an HTTP/1 server. Each request ends with the right
 //! response or an error of the kind the client's docs promise, never a hang; memory stays
 //! bounded; a connection that failed or was left mid-body is never handed out again. The
 //! pooled-connection cases are in `client_stale_connections.rs`; servers and harness in
@@ -101,6 +102,99 @@ fn body_shorter_than_its_content_length_is_an_error_and_the_connection_is_not_re
         }
         assert_eq!(fetch(&rt, style, &client, &url).ok().1, "ok", "{style:?}");
         assert_eq!(accepted.load(SeqCst), 2 * i + 2, "{style:?}");
+    }
+}
+
+/// A server that sends the head and part of the body, then nothing (holding the connection
+/// open): the read timeout ends the body with a `ReadTimeout` error, and the connection is not
+/// handed out again.
+#[test]
+fn body_stall_ends_with_the_read_timeout() {
+    let _watchdog = Watchdog::arm("body stall");
+    let (addr, accepted) = serve(|mut stream, n| {
+        if n % 2 == 1 {
+            return answer_ok(stream);
+        }
+        read_head(&mut stream);
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
+        hold(stream);
+    });
+    let url = format!("http://{addr}/");
+    let rt = runtime();
+    // A read timeout shorter than the request timeout (the body arms its own timer), and one
+    // as long (the request's timer goes on into the body: module `client::body`).
+    let configs = [
+        (Duration::from_secs(30), Duration::from_millis(300)),
+        (Duration::from_millis(300), Duration::from_millis(300)),
+    ];
+    let cases = STYLES.into_iter().flat_map(|style| configs.map(|config| (style, config)));
+    for (i, (style, (request, read))) in cases.enumerate() {
+        let client = Client::builder().request_timeout(request).read_timeout(read).build();
+        match fetch(&rt, style, &client, &url) {
+            Outcome::Body(StatusCode::OK, e) => {
+                let e = e.downcast::<ClientError>().unwrap_or_else(|e| panic!("{style:?}: {e}"));
+                assert_eq!(e.kind(), ClientErrorKind::ReadTimeout, "{style:?}: {e}");
+                assert!(e.to_string().contains("read timeout"), "{e}");
+            }
+            other => panic!("{style:?}: expected a body error, got {other:?}"),
+        }
+        assert_eq!(fetch(&rt, style, &client, &url).ok().1, "ok", "{style:?}");
+        assert_eq!(accepted.load(SeqCst), 2 * i + 2, "{style:?}: the stalled connection was reused");
+    }
+}
+
+/// A body whose pieces come with pauses far shorter than the read timeout is read whole: the
+/// timeout bounds each wait, not the body.
+#[test]
+fn a_slow_body_that_keeps_coming_is_read_whole() {
+    let _watchdog = Watchdog::arm("slow body");
+    let (addr, _) = serve(|mut stream, _| {
+        read_head(&mut stream);
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for _ in 0..14 {
+            std::thread::sleep(Duration::from_millis(80));
+            if stream.write_all(b"1\r\nx\r\n").is_err() {
+                return;
+            }
+        }
+        let _ = stream.write_all(b"0\r\n\r\n");
+        hold(stream);
+    });
+    let url = format!("http://{addr}/");
+    let rt = runtime();
+    for style in STYLES {
+        // The whole body takes longer than one read timeout, each pause a fraction of it; the
+        // request's own timer (as long as the read timeout) fires in the middle of it.
+        for request in [Duration::from_secs(30), Duration::from_secs(1)] {
+            let client =
+                Client::builder().request_timeout(request).read_timeout(Duration::from_secs(1)).build();
+            assert_eq!(fetch(&rt, style, &client, &url).ok().1, "x".repeat(14), "{style:?} {request:?}");
+        }
+    }
+}
+
+/// A head that comes late and body data after a pause shorter than the read timeout: the
+/// request's timer, gone on into the body, fires during that pause, and only re-arms (the
+/// pause is not yet a read timeout of silence).
+#[test]
+fn the_request_timer_going_on_into_the_body_does_not_cut_it_short() {
+    let _watchdog = Watchdog::arm("late head, paused body");
+    let (addr, _) = serve(|mut stream, _| {
+        read_head(&mut stream);
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n");
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = stream.write_all(b"late");
+        hold(stream);
+    });
+    let url = format!("http://{addr}/");
+    let rt = runtime();
+    for style in STYLES {
+        // The request's timer fires 3 s after the call: 1 s after the head, 0.5 s before the
+        // body's data.
+        let timeout = Duration::from_secs(3);
+        let client = Client::builder().request_timeout(timeout).read_timeout(timeout).build();
+        assert_eq!(fetch(&rt, style, &client, &url).ok().1, "late", "{style:?}");
     }
 }
 

@@ -19,8 +19,9 @@
 //!
 //! Against broken servers (`tests/client_broken_server.rs`, `tests/client_stale_connections.rs`):
 //! a server that says nothing, or stalls within the response head, ends in [`ErrorKind::RequestTimeout`] (the request
-//! timeout covers up to the response head; a body is read at the caller's pace with no
-//! timeout of the client's); garbage, a head larger than the 64 KiB read buffer (or over
+//! timeout covers up to the response head; a body is read at the caller's pace, and a
+//! server that stalls within it ends the body with [`ErrorKind::ReadTimeout`] once a wait for
+//! its data passes the read timeout); garbage, a head larger than the 64 KiB read buffer (or over
 //! hyper's 100 headers), or a connection closed or reset before the head, in
 //! [`ErrorKind::Protocol`]; a body cut short (closed or reset before its Content-Length or
 //! last chunk) in an error from the body, and its connection is not reused. 1xx responses
@@ -32,6 +33,7 @@
 //! connection was closed or reset before a response head. Otherwise (a POST, a streamed
 //! body, a new connection) the caller gets the `Protocol` error.
 
+mod body;
 mod connect;
 mod pool;
 mod retry;
@@ -40,16 +42,14 @@ use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body::{Body as _, Frame, SizeHint};
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response, Uri, Version};
 
 use crate::{Body, BoxError};
+use body::{GiveBack, PooledBody};
 use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
 use retry::{failed, Replay, MAX_RETRIES};
 
@@ -102,6 +102,9 @@ pub enum ErrorKind {
     Tls,
     /// No response head within the request timeout.
     RequestTimeout,
+    /// No data of the response body within the read timeout (an error of the body; the
+    /// connection is not reused).
+    ReadTimeout,
     /// The HTTP exchange failed (connection closed, protocol error).
     Protocol,
     /// Called outside a spindle runtime (the client's connections run on its workers).
@@ -149,6 +152,7 @@ impl std::error::Error for Error {
 pub(crate) struct ClientConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Option<Duration>,
+    pub(crate) read_timeout: Option<Duration>,
     pub(crate) idle_timeout: Duration,
     pub(crate) max_idle_per_host: usize,
     pub(crate) max_connections_per_host: usize,
@@ -158,8 +162,8 @@ pub(crate) struct ClientConfig {
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, idle pooled
-/// connections closed after 90 s, at most 32 idle and 256 open connections per host. A
+/// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, 30 s for each
+/// wait for response body data, idle pooled connections closed after 90 s, at most 32 idle and 256 open connections per host. A
 /// timeout of `Duration::MAX` means "no limit".
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
@@ -178,6 +182,7 @@ impl ClientBuilder {
             config: ClientConfig {
                 connect_timeout: Duration::from_secs(10),
                 request_timeout: Some(Duration::from_secs(30)),
+                read_timeout: Some(Duration::from_secs(30)),
                 idle_timeout: Duration::from_secs(90),
                 max_idle_per_host: 32,
                 max_connections_per_host: 256,
@@ -196,9 +201,22 @@ impl ClientBuilder {
     }
 
     /// Limit from the call to the response head (waiting for a pooled connection included;
-    /// the body is read afterwards at the caller's pace). `None`: no limit.
+    /// the body is read afterwards at the caller's pace, each wait for its data bounded by
+    /// [`ClientBuilder::read_timeout`]). `None`: no limit.
     pub fn request_timeout(mut self, timeout: impl Into<Option<Duration>>) -> ClientBuilder {
         self.config.request_timeout = timeout.into();
+        self
+    }
+
+    /// Limit on each wait for response body data (default 30 s): a server that sends the
+    /// head, then nothing more (a stalled or hostile peer), ends the body with an error of
+    /// kind [`ErrorKind::ReadTimeout`] after between one and two read timeouts of silence,
+    /// instead of hanging the reader. It bounds the gaps, not the whole body: a slow body that
+    /// keeps coming is read to its end. Streams with long quiet spells (server-sent events,
+    /// long polls) want a longer one or `None` (no limit). Enforced when the body is read on a
+    /// spindle worker (a fiber or a task).
+    pub fn read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> ClientBuilder {
+        self.config.read_timeout = timeout.into();
         self
     }
 
@@ -346,14 +364,21 @@ impl Client {
                     "spindle_http::Client used outside a spindle runtime".into(),
                 ));
             }
-            match inner.config.request_timeout {
-                Some(limit) => match spindle::time::timeout(limit, exchange(&inner, req)).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}")))
-                    }
-                },
-                None => exchange(&inner, req).await,
+            let Some(limit) = inner.config.request_timeout else {
+                return exchange(&inner, req).await.map(|res| res.map(|body| body.into_body(None)));
+            };
+            // The timeout written out (as `spindle::time::timeout` polls it: the exchange
+            // first), so that its timer can go on into the body (module `body`).
+            let mut timer = spindle::time::sleep_future(limit);
+            let mut exchange = std::pin::pin!(exchange(&inner, req));
+            let outcome = poll_fn(|cx| match exchange.as_mut().poll(cx) {
+                Poll::Ready(result) => Poll::Ready(Some(result)),
+                Poll::Pending => Pin::new(&mut timer).poll(cx).map(|()| None),
+            })
+            .await;
+            match outcome {
+                Some(result) => result.map(|res| res.map(|body| body.into_body(Some((timer, limit))))),
+                None => Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}"))),
             }
         }
     }
@@ -367,7 +392,7 @@ impl Client {
 /// back unsent, and an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) with a body
 /// held in memory when the connection ended (closed or reset) before a response head. A
 /// failure on a new connection is final (no retry loop against a server that closes at once).
-async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response<Body>, Error> {
+async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response<PooledBody>, Error> {
     let key = Key::from_uri(req.uri())?;
     let mut retries = 0;
     loop {
@@ -396,7 +421,8 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
                             sender,
                             idle,
                         };
-                        return Ok(res.map(|body| PooledBody::wrap(body, Some(giveback))));
+                        let read_timeout = inner.config.read_timeout;
+                        return Ok(res.map(|body| PooledBody::new(body, giveback, read_timeout)));
                     }
                     Err(e) => e,
                 }
@@ -404,7 +430,10 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
             Conn::H2 { mut sender, lease } => {
                 *req.version_mut() = Version::HTTP_2;
                 match sender.try_send_request(req).await {
-                    Ok(res) => return Ok(res.map(|body| PooledBody::wrap(body, Some(GiveBack::H2(lease))))),
+                    Ok(res) => {
+                        let read_timeout = inner.config.read_timeout;
+                        return Ok(res.map(|body| PooledBody::new(body, GiveBack::H2(lease), read_timeout)));
+                    }
                     Err(e) => e,
                 }
             }
@@ -475,93 +504,5 @@ fn origin_form(uri: &Uri) -> Uri {
             Uri::from_parts(parts).expect("a path and query alone is a valid URI")
         }
         None => Uri::from_static("/"),
-    }
-}
-
-/// What a response body gives back to the pool when it ends: its HTTP/1.1 connection, or
-/// its share of the HTTP/2 one. (Dropped before the end, an HTTP/1.1 connection is closed
-/// instead, as it may still carry unread body bytes; an HTTP/2 lease is given back.)
-enum GiveBack {
-    H1 {
-        pool: Arc<Pool>,
-        key: Key,
-        max_idle: usize,
-        sender: hyper::client::conn::http1::SendRequest<Body>,
-        idle: Arc<IdleFlag>,
-    },
-    H2(Lease),
-}
-
-impl GiveBack {
-    /// An HTTP/1.1 connection goes back to the pool once hyper is ready for its next request:
-    /// at once as a rule, else (it still sends the request body of a server that answered
-    /// before reading it, or is still settling) from a task that waits for that, so that no
-    /// checkout gets a busy connection. One that closed meanwhile is dropped.
-    fn give(self) {
-        match self {
-            GiveBack::H1 { pool, key, max_idle, mut sender, idle } => {
-                match sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
-                    Poll::Ready(Ok(())) => pool.put(&key, sender, idle, max_idle),
-                    Poll::Ready(Err(_)) => {}
-                    Poll::Pending if spindle::Handle::current().is_some() => {
-                        drop(spindle::task::spawn_local(async move {
-                            if sender.ready().await.is_ok() {
-                                pool.put(&key, sender, idle, max_idle);
-                            }
-                        }));
-                    }
-                    Poll::Pending => {}
-                }
-            }
-            GiveBack::H2(lease) => drop(lease),
-        }
-    }
-}
-
-/// A response body that hands its connection back to the pool at its end.
-struct PooledBody {
-    inner: Incoming,
-    giveback: Option<GiveBack>,
-}
-
-impl PooledBody {
-    fn wrap(inner: Incoming, giveback: Option<GiveBack>) -> Body {
-        let body = PooledBody { inner, giveback };
-        if body.inner.is_end_stream() {
-            // No body (204, HEAD, Content-Length: 0): the connection is free now.
-            let PooledBody { giveback, .. } = body;
-            if let Some(giveback) = giveback {
-                giveback.give();
-            }
-            return Body::empty();
-        }
-        Body::wrap(body)
-    }
-}
-
-impl http_body::Body for PooledBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            if let Some(giveback) = this.giveback.take() {
-                giveback.give();
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
