@@ -185,10 +185,17 @@ fn calls_are_multiplexed_on_one_connection() {
 
 #[test]
 fn bad_uris_are_refused() {
-    for uri in ["https://127.0.0.1:1", "127.0.0.1:80", "unix:relative/path", "http://"] {
+    for uri in ["ftp://127.0.0.1:1", "127.0.0.1:80", "unix:relative/path", "http://"] {
         let err = Endpoint::new(uri).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{uri}: {err}");
     }
+    // https:// needs the `tls` feature, and then its TLS settings (`net_tls.rs` has the rest):
+    // refused either way.
+    let rt = spindle::Runtime::new().unwrap();
+    let https =
+        Endpoint::new("https://127.0.0.1:1").and_then(|e| e.handle(rt.handle()).connect_lazy().map(drop));
+    let err = https.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "https: {err}");
     // Outside a runtime, without a handle: a clear error, not a panic.
     let err = Endpoint::new("http://127.0.0.1:1").unwrap().connect_lazy().unwrap_err();
     assert!(err.to_string().contains("Endpoint::handle"), "{err}");
