@@ -3,7 +3,8 @@
 //! `sched::worker::event_loop`, "clocks by need"): 2,000 fibers each touch 32 KiB of their
 //! stacks and finish; after the worker has been idle for a second, most of those pages are no
 //! longer resident. The busy worker's own look is out of the way (a `stack_cache` far above
-//! the releases made), so only the idle trim can give them back.
+//! the releases made), so only the idle trim can give them back. (Not counted under ASan or
+//! TSan, whose shadow and fake-stack memory are not the stacks'.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -62,6 +63,13 @@ fn an_idle_worker_gives_back_its_free_stacks_pages() {
     });
     assert_eq!(ran, FIBERS);
     let busy = resident_bytes();
+    if cfg!(any(spindle_asan, spindle_tsan)) {
+        // Under a sanitizer the resident set is not the stacks': ASan may put the touched
+        // array on its fake stack (heap), and both keep shadow memory of every page touched.
+        // The trim still runs (its `madvise` is what they check); the count is not asserted.
+        std::thread::sleep(Duration::from_millis(500));
+        return;
+    }
     // The worker sleeps now; it trims after 200 ms of it. Wait well past that (the bound is
     // a hang guard: no claim on how soon).
     let expected_drop = FIBERS * TOUCHED / 2;
