@@ -126,6 +126,10 @@ impl PooledBody {
             return Poll::Pending; // spindle's timers need a worker (documented)
         }
         loop {
+            if self.timer.is_none() {
+                // Armed now: silence from here on is what it measures.
+                self.frames_at_arming = self.frames;
+            }
             let timer = self
                 .timer
                 .get_or_insert_with(|| spindle::time::sleep_future(limit.min(spindle::time::NEVER)));
@@ -135,7 +139,6 @@ impl PooledBody {
             if self.inherited || self.frames != self.frames_at_arming {
                 // Data since it was armed (or the request's timer): wait a whole read timeout more.
                 self.inherited = false;
-                self.frames_at_arming = self.frames;
                 self.timer = None;
                 continue;
             }
