@@ -14,8 +14,7 @@ mod net;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use net::wait_until;
@@ -27,6 +26,10 @@ use tonic::Code;
 #[path = "../../spindle/tests/support/watchdog.rs"]
 mod watchdog;
 use watchdog::Watchdog;
+
+#[path = "../../spindle/tests/support/thread_server.rs"]
+mod thread_server;
+use thread_server::serve;
 
 /// The server's side of the HTTP/2 preface: an empty SETTINGS frame.
 const SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
@@ -98,25 +101,6 @@ fn cannot_connect(addr: SocketAddr, what: &str, silent: bool) {
     assert_eq!(channel.in_flight(), 0);
 }
 
-/// Accepts connections on a thread, each handled by `serve` on a thread of its own; the
-/// number accepted so far.
-fn serve(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    let serve = Arc::new(serve);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            count.fetch_add(1, SeqCst);
-            let serve = serve.clone();
-            std::thread::spawn(move || serve(stream));
-        }
-    });
-    (addr, accepted)
-}
-
 /// Reads the client's preface (false if the connection ends first).
 fn read_preface(stream: &mut TcpStream) -> bool {
     let mut preface = [0; 24];
@@ -151,7 +135,7 @@ fn drain(mut stream: TcpStream) {
 #[test]
 fn a_server_that_accepts_and_says_nothing() {
     let _watchdog = Watchdog::arm("case 1 (accepts, says nothing)");
-    let (addr, _) = serve(drain);
+    let (addr, _) = serve(|s, _| drain(s));
     cannot_connect(addr, "SETTINGS", true);
 }
 
@@ -159,7 +143,7 @@ fn a_server_that_accepts_and_says_nothing() {
 #[test]
 fn a_server_that_closes_at_once() {
     let _watchdog = Watchdog::arm("case 2 (closes at once)");
-    let (addr, _) = serve(drop);
+    let (addr, _) = serve(|s, _| drop(s));
     // Closed (or reset: the client's preface was left unread).
     cannot_connect(addr, "SETTINGS", false);
 }
@@ -168,7 +152,7 @@ fn a_server_that_closes_at_once() {
 #[test]
 fn a_server_that_answers_garbage() {
     let _watchdog = Watchdog::arm("case 3 (garbage)");
-    let (addr, _) = serve(|mut stream| {
+    let (addr, _) = serve(|mut stream, _| {
         if read_preface(&mut stream) {
             let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
             let _ = stream.write_all(&[0xff; 64]);
@@ -183,7 +167,7 @@ fn a_server_that_answers_garbage() {
 #[test]
 fn a_server_that_hangs_up_on_the_first_request() {
     let _watchdog = Watchdog::arm("case 4 (closes after the first HEADERS)");
-    let (addr, accepted) = serve(|mut stream| {
+    let (addr, accepted) = serve(|mut stream, _| {
         if read_preface(&mut stream) && stream.write_all(&SETTINGS).is_ok() {
             read_until_frame(&mut stream, 1, 0);
         }
@@ -213,7 +197,7 @@ fn fibers(rt: &spindle::Runtime) -> usize {
 #[test]
 fn a_server_that_never_answers_a_stream() {
     let _watchdog = Watchdog::arm("case 5 (never answers)");
-    let (addr, _) = serve(|mut stream| {
+    let (addr, _) = serve(|mut stream, _| {
         if read_preface(&mut stream) && stream.write_all(&SETTINGS).is_ok() {
             drain(stream);
         }
@@ -263,7 +247,7 @@ fn a_backlog_nobody_accepts() {
 #[test]
 fn a_server_that_resets_every_connection() {
     let _watchdog = Watchdog::arm("case 7 (resets after the handshake)");
-    let (addr, accepted) = serve(|mut stream| {
+    let (addr, accepted) = serve(|mut stream, _| {
         if !read_preface(&mut stream) || stream.write_all(&SETTINGS).is_err() {
             return;
         }
@@ -306,7 +290,7 @@ fn settings_then_hang_up(mut stream: TcpStream) {
 #[test]
 fn a_server_that_hangs_up_after_its_settings() {
     let _watchdog = Watchdog::arm("case 8 (closes right after its SETTINGS)");
-    let (addr, accepted) = serve(settings_then_hang_up);
+    let (addr, accepted) = serve(|s, _| settings_then_hang_up(s));
     let rt = runtime();
     let calls = 20;
     // The reset may overtake the SETTINGS: that attempt fails, and a failed attempt is retried
@@ -341,7 +325,7 @@ fn a_server_that_hangs_up_after_its_settings() {
 #[test]
 fn connect_and_call_while_the_connection_comes_and_goes() {
     let _watchdog = Watchdog::arm("case 8b (connect and call, many channels)");
-    let (addr, accepted) = serve(settings_then_hang_up);
+    let (addr, accepted) = serve(|s, _| settings_then_hang_up(s));
     let rt = runtime();
     let rounds = 300;
     for round in 0..rounds {

@@ -16,27 +16,12 @@ pub use spindle_http::{Body, BoxError, Client, ClientError, ClientErrorKind, Req
 mod watchdog;
 pub use watchdog::Watchdog;
 
+#[path = "../../../spindle/tests/support/thread_server.rs"]
+mod thread_server;
+pub use thread_server::serve;
+
 pub fn runtime() -> spindle::Runtime {
     spindle::Builder::new().worker_threads(2).build().unwrap()
-}
-
-/// Accepts connections on a thread, each handled by `serve(stream, n)` (`n`: 0 for the first
-/// connection, 1 for the second...) on a thread of its own; the number accepted so far.
-pub fn serve(serve: impl Fn(TcpStream, usize) + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    let serve = Arc::new(serve);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let n = count.fetch_add(1, SeqCst);
-            let serve = serve.clone();
-            std::thread::spawn(move || serve(stream, n));
-        }
-    });
-    (addr, accepted)
 }
 
 /// Reads one request head (up to its blank line); false if the connection ends first.
