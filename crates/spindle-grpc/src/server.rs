@@ -391,50 +391,12 @@ async fn serve_connection(server: Arc<Server>, shared: Arc<Shared>, conn: Conn, 
         #[cfg(feature = "tls")]
         Conn::Tcp(io) if server.tls.is_some() => {
             let tls = server.tls.as_ref().expect("checked by the guard");
-            if let Some(io) = tls_handshake(tls, &shared, io).await {
+            if let Some(io) = crate::tls::accept(tls, shared.signal.waiter(), io).await {
                 drive(&server, &shared, crate::tls::TlsIo(io)).await;
             }
         }
         Conn::Tcp(io) => drive(&server, &shared, io).await,
         Conn::Unix(io) => drive(&server, &shared, io).await,
-    }
-}
-
-/// The server side of a connection's TLS handshake, bounded by the handshake timeout and the
-/// server's shutdown (module `tls`, "bounded handshakes"); `None` when it failed (logged).
-#[cfg(feature = "tls")]
-async fn tls_handshake(
-    tls: &crate::tls::ServerTlsConfig,
-    shared: &Shared,
-    io: TcpStream,
-) -> Option<crate::tls::ServerStream> {
-    let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
-    // Boxed: rustls's connection state would otherwise be part of every connection task's.
-    let mut accept = Box::pin(crate::tls::accept(tls, io));
-    let mut deadline = spindle::time::sleep_future(tls.handshake_timeout.min(spindle::time::NEVER));
-    let mut shutdown: Waiter = shared.signal.waiter();
-    let result = poll_fn(|cx| {
-        if let Poll::Ready(result) = accept.as_mut().poll(cx) {
-            return Poll::Ready(result.and_then(|stream| {
-                crate::tls::check_alpn(stream.get_ref().1.alpn_protocol()).map(|()| stream)
-            }));
-        }
-        if shutdown.poll(cx).is_ready() {
-            return Poll::Ready(Err(io::Error::other("server shutting down")));
-        }
-        if Pin::new(&mut deadline).poll(cx).is_ready() {
-            let why = format!("not finished within {:?}", tls.handshake_timeout);
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
-        }
-        Poll::Pending
-    })
-    .await;
-    match result {
-        Ok(stream) => Some(stream),
-        Err(e) => {
-            log::debug!("spindle-grpc: TLS handshake with {peer} failed: {e}");
-            None
-        }
     }
 }
 

@@ -22,6 +22,7 @@
 //!   HTTP/2's flow control bounds the rest.
 
 use std::fmt;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
@@ -32,6 +33,8 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use spindle::net::TcpStream;
+
+use crate::signal::Waiter;
 
 /// The TLS settings of a [`Server`](crate::Server): its certificate chain and key (or a whole
 /// rustls `ServerConfig`), optionally the authorities whose client certificates it requires
@@ -263,13 +266,44 @@ pub(crate) type ServerStream = futures_rustls::server::TlsStream<TcpStream>;
 /// A client-side TLS stream over a spindle socket.
 pub(crate) type ClientStream = futures_rustls::client::TlsStream<TcpStream>;
 
-/// The server's handshake with one client (its bounds are the caller's: module docs).
-pub(crate) fn accept(config: &ServerTlsConfig, stream: TcpStream) -> futures_rustls::Accept<TcpStream> {
-    futures_rustls::TlsAcceptor::from(config.config.clone()).accept(stream)
+/// The server side of a connection's handshake, bounded by the handshake timeout and the
+/// server's shutdown (`shutdown`, "bounded handshakes"); `None` when it failed (logged).
+pub(crate) async fn accept(
+    config: &ServerTlsConfig,
+    mut shutdown: Waiter,
+    io: TcpStream,
+) -> Option<ServerStream> {
+    let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
+    // Boxed: rustls's connection state would otherwise be part of every connection task's.
+    let mut accept = Box::pin(futures_rustls::TlsAcceptor::from(config.config.clone()).accept(io));
+    let mut deadline = spindle::time::sleep_future(config.handshake_timeout.min(spindle::time::NEVER));
+    let result = poll_fn(|cx| {
+        if let Poll::Ready(result) = accept.as_mut().poll(cx) {
+            return Poll::Ready(
+                result.and_then(|stream| check_alpn(stream.get_ref().1.alpn_protocol()).map(|()| stream)),
+            );
+        }
+        if shutdown.poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::other("server shutting down")));
+        }
+        if Pin::new(&mut deadline).poll(cx).is_ready() {
+            let why = format!("not finished within {:?}", config.handshake_timeout);
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
+        }
+        Poll::Pending
+    })
+    .await;
+    match result {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            log::debug!("spindle-grpc: TLS handshake with {peer} failed: {e}");
+            None
+        }
+    }
 }
 
 /// Refuses a connection whose ALPN agreed on something else than HTTP/2 ("HTTP/2 by ALPN").
-pub(crate) fn check_alpn(protocol: Option<&[u8]>) -> io::Result<()> {
+fn check_alpn(protocol: Option<&[u8]>) -> io::Result<()> {
     match protocol {
         None | Some(b"h2") => Ok(()),
         Some(other) => Err(io::Error::new(
