@@ -18,10 +18,10 @@
 //! server that answered before reading it waits for that first).
 //!
 //! Against broken servers (`tests/client_broken_server.rs`, `tests/client_stale_connections.rs`):
-//! a server that says nothing, or stalls within the response head, ends in [`ErrorKind::RequestTimeout`] (the request
-//! timeout covers up to the response head; a body is read at the caller's pace, and a
-//! server that stalls within it ends the body with [`ErrorKind::ReadTimeout`] once a wait for
-//! its data passes the read timeout); garbage, a head larger than the 64 KiB read buffer (or over
+//! a server that says nothing, or stalls within the response head, ends in
+//! [`ErrorKind::RequestTimeout`] (the request timeout covers up to the response head; a body
+//! is read at the caller's pace, and a server that stalls within it ends the body with
+//! [`ErrorKind::ReadTimeout`] once a wait for its data passes the read timeout); garbage, a head larger than the 64 KiB read buffer (or over
 //! hyper's 100 headers), or a connection closed or reset before the head, in
 //! [`ErrorKind::Protocol`]; a body cut short (closed or reset before its Content-Length or
 //! last chunk) in an error from the body, and its connection is not reused. 1xx responses
@@ -163,8 +163,8 @@ pub(crate) struct ClientConfig {
 }
 
 /// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, 30 s for each
-/// wait for response body data, idle pooled connections closed after 90 s, at most 32 idle and 256 open connections per host. A
-/// timeout of `Duration::MAX` means "no limit".
+/// wait for response body data, idle pooled connections closed after 90 s, at most 32 idle
+/// and 256 open connections per host. A timeout of `Duration::MAX` means "no limit".
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     config: ClientConfig,
