@@ -269,6 +269,25 @@ impl Builder {
         self.start(addr, handler::Async(handler))
     }
 
+    /// Binds `addr` and serves each request with a [`tower_service::Service`]: an axum
+    /// `Router`, or any tower stack whose responses have a body of `Bytes`. Each request calls
+    /// a clone of `service` (`poll_ready`, then `call`), whose future the connection's task
+    /// polls as an async handler's (`serve_async`), hence `Send` and `Sync`
+    /// (`tower::util::BoxCloneSyncService` erases a stack's type). The server's limits and
+    /// refusals apply first; a panic answers `500`, and so does a service's error (which is
+    /// logged: it has no HTTP form of its own). A route that must block can run on a fiber:
+    /// `spindle::spawn(move || work()).await` (a fiber's `JoinHandle` is a future).
+    pub fn serve_service<S, B>(self, addr: impl ToSocketAddrs, service: S) -> io::Result<Server>
+    where
+        S: tower_service::Service<Request<Body>, Response = Response<B>> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<crate::BoxError>,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<crate::BoxError>,
+    {
+        self.start(addr, handler::Async(move |req| crate::tower::call(service.clone(), req)))
+    }
+
     /// The state the server's tasks share: the settings, the handler and hyper's builders.
     pub(crate) fn shared<H: Respond>(self, handler: H) -> Shared<H> {
         #[allow(unused_mut)]

@@ -29,6 +29,9 @@
 //! Under HTTP/2 each stream is a task of its own, in which its blocking handler's fiber
 //! starts (or its async handler's future is polled).
 //!
+//! [`Builder::serve_service`] serves a tower service instead of a handler: an axum `Router`,
+//! or any tower stack (module `tower`).
+//!
 //! [`Client`] is the HTTP client (HTTP/1.1, HTTP/2, a connection pool), blocking style in
 //! fibers and futures in tasks; the `tls` feature adds HTTPS to both sides (`TlsConfig`).
 //!
@@ -51,6 +54,7 @@ mod socket;
 mod timer;
 #[cfg(feature = "tls")]
 mod tls;
+mod tower;
 mod watch;
 
 /// This crate's README examples, compiled as doctests.
