@@ -96,9 +96,10 @@ pub(crate) enum Target {
 
 impl Endpoint {
     /// An endpoint for `uri`: `http://host:port` (TCP; port 80 if absent), `https://host:port`
-    /// (TLS, feature `tls`, with `Endpoint::tls`; port 443 if absent) or `unix:/path` (also
-    /// `unix:///path`), with defaults: 5 s connect timeout, no default call timeout,
-    /// reconnection backoff from 100 ms doubling up to 5 s, no keepalive pings. The connection
+    /// (TLS, feature `tls`, trusting the system's root certificates unless `Endpoint::tls` says
+    /// otherwise; port 443 if absent) or `unix:/path` (also `unix:///path`), with defaults: 5 s
+    /// connect timeout, no default call timeout, reconnection backoff from 100 ms doubling up to
+    /// 5 s, no keepalive pings. The connection
     /// runs on the runtime of [`Endpoint::handle`], else of the worker that built the
     /// endpoint, else of the worker that connects it.
     pub fn new(uri: impl AsRef<str>) -> io::Result<Endpoint> {
@@ -147,9 +148,15 @@ impl Endpoint {
     }
 
     /// The TLS settings of an `https://` endpoint (feature `tls`): which authorities to trust,
-    /// a client certificate for mutual TLS, the name to check. A failed handshake (an untrusted
+    /// a client certificate for mutual TLS, the name to check. Without it, an `https://`
+    /// endpoint trusts the system's root certificates
+    /// ([`ClientTlsConfig::native_roots`](crate::ClientTlsConfig::native_roots), loaded once per
+    /// process at the first attempt, off the workers). A failed handshake (an untrusted
     /// or expired certificate, a wrong name, a server that does not speak TLS or HTTP/2) fails
     /// the connection attempt with the TLS error, as a refused connection does.
+    ///
+    /// A `connect` or `connect_lazy` of an endpoint whose URI is not `https://` but has TLS
+    /// settings is refused (`InvalidInput`).
     #[cfg(feature = "tls")]
     pub fn tls(mut self, config: crate::tls::ClientTlsConfig) -> Endpoint {
         self.tls = Some(config);
@@ -163,7 +170,8 @@ impl Endpoint {
         self
     }
 
-    /// The limit on one connection attempt (TCP and HTTP/2 handshakes); default 5 s.
+    /// The limit on one connection attempt (TCP, TLS and HTTP/2 handshakes, and the first
+    /// attempt's wait for the system's root certificates); default 5 s.
     pub fn connect_timeout(mut self, timeout: Duration) -> Endpoint {
         self.connect_timeout = timeout;
         self
@@ -241,12 +249,8 @@ impl Endpoint {
         }
         #[cfg(feature = "tls")]
         match (endpoint.https, endpoint.tls.is_some()) {
-            (true, false) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "spindle-grpc: an https:// endpoint needs its TLS settings: Endpoint::tls",
-                ))
-            }
+            // No settings: the system's roots, loaded at the first attempt (module `roots`).
+            (true, false) => endpoint.tls = Some(crate::tls::ClientTlsConfig::native_roots()),
             (false, true) => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,

@@ -1,6 +1,8 @@
 //! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
 //! (TCP or Unix, then TLS for `https://`, then the HTTP/2 handshake), publishes the connection, runs hyper's
-//! dispatcher as a task until the connection ends, and reconnects.
+//! dispatcher as a task until the connection ends, and reconnects. An `https://` attempt
+//! first takes its rustls configuration, which loads the system's roots on the blocking pool
+//! if the endpoint trusts them and the process has not loaded them yet (module `roots`).
 //!
 //! # Invariants
 //!
@@ -389,6 +391,12 @@ impl std::future::Future for Driver {
 /// One attempt: the socket, then the HTTP/2 handshake, within the connect timeout.
 fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
     let deadline = spindle::time::deadline_after(endpoint.connect_timeout);
+    // The TLS configuration first: no socket is held open while the system's roots load.
+    #[cfg(feature = "tls")]
+    let tls = match &endpoint.tls {
+        Some(tls) => Some((tls, tls.rustls(deadline)?)),
+        None => None,
+    };
     match &endpoint.target {
         Target::Tcp(addr) => {
             let mut last = None;
@@ -400,8 +408,8 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                             stream.set_nodelay(true)?;
                         }
                         #[cfg(feature = "tls")]
-                        if let Some(tls) = &endpoint.tls {
-                            return connect_tls(endpoint, tls, stream, deadline);
+                        if let Some((tls, rustls)) = &tls {
+                            return connect_tls(endpoint, tls, rustls.clone(), stream, deadline);
                         }
                         let watch = std::sync::Arc::new(Watch::default());
                         let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
@@ -432,12 +440,13 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
 fn connect_tls(
     endpoint: &Endpoint,
     tls: &crate::tls::ClientTlsConfig,
+    rustls: std::sync::Arc<rustls::ClientConfig>,
     stream: spindle::net::TcpStream,
     deadline: std::time::Instant,
 ) -> io::Result<(Sender, Driver)> {
     let host = endpoint.origin.host().trim_start_matches('[').trim_end_matches(']');
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    let io = crate::tls::connect(tls, host, stream, left)?;
+    let io = crate::tls::connect(tls, rustls, host, stream, left)?;
     let watch = std::sync::Arc::new(Watch::default());
     let (sender, conn) = handshake(endpoint, watched(io, &watch), deadline)?;
     let driver = Driver::Tls(Box::new(conn), watch);

@@ -38,9 +38,11 @@ pub enum AnyChannel {
 impl AnyChannel {
     /// `inproc:` (or `inproc://` followed by anything) picks `local`; `http://host:port` and
     /// `unix:/path` a [`RemoteChannel`] that connects at its first call
-    /// ([`Endpoint::connect_lazy`], with the endpoint's defaults). Anything else is an
-    /// `InvalidInput` error, `https://` included: TLS needs settings a URI does not carry, so
-    /// build that one as `AnyChannel::Remote(Endpoint::new(uri)?.tls(config).connect_lazy()?)`.
+    /// ([`Endpoint::connect_lazy`], with the endpoint's defaults), and so does
+    /// `https://host:port` with the feature `tls`, trusting the system's root certificates
+    /// (other TLS settings are not carried by a URI: build that one as
+    /// `AnyChannel::Remote(Endpoint::new(uri)?.tls(config).connect_lazy()?)`). Anything else
+    /// (`https://` without the feature included) is an `InvalidInput` error.
     pub fn from_uri(uri: &str, local: &Channel) -> io::Result<AnyChannel> {
         if uri.starts_with("inproc:") {
             return Ok(AnyChannel::Local(local.clone()));

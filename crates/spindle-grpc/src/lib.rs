@@ -9,8 +9,8 @@
 //! trailers) back. Serve the same channel over the network with [`Server`], and call it from
 //! elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same client code runs
 //! in process and remote, with no tokio runtime (the crate README has the network semantics).
-//! With the feature `tls`, both sides speak TLS (`Server::tls`, `https://` endpoints with
-//! `Endpoint::tls`), mutual TLS included.
+//! With the feature `tls`, both sides speak TLS (`Server::tls`, `https://` endpoints trusting
+//! the system's root certificates or those of `Endpoint::tls`), mutual TLS included.
 //!
 //! ```
 //! use spindle_grpc::Channel;
@@ -75,6 +75,8 @@ mod exec;
 mod limit;
 mod pipe;
 mod remote_call;
+#[cfg(feature = "tls")]
+mod roots;
 mod server;
 mod signal;
 #[cfg(feature = "tls")]

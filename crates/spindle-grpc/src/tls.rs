@@ -20,6 +20,9 @@
 //! - **Bounded buffers.** rustls's plaintext send buffer keeps its default limit (64 KiB), so
 //!   a peer that stops reading stalls the connection exactly as on a plain socket, and
 //!   HTTP/2's flow control bounds the rest.
+//! - **The client's authorities** are given ([`ClientTlsConfig::from_ca_pem`]...), or the
+//!   system's ([`ClientTlsConfig::native_roots`], what an `https://` endpoint without
+//!   `Endpoint::tls` uses), loaded once per process off the workers (module `roots`).
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -143,15 +146,57 @@ impl fmt::Debug for ServerTlsConfig {
 }
 
 /// The TLS settings of an [`Endpoint`](crate::Endpoint) (`https://` URIs): the authorities
-/// whose server certificates it trusts, optionally a client certificate (mutual TLS), and the
-/// name the server's certificate must carry (default: the URI's host).
+/// whose server certificates it trusts (given, or the system's:
+/// [`ClientTlsConfig::native_roots`], what an `https://` endpoint without
+/// [`Endpoint::tls`](crate::Endpoint::tls) uses), optionally a client certificate (mutual TLS),
+/// and the name the server's certificate must carry (default: the URI's host).
 #[derive(Clone)]
 pub struct ClientTlsConfig {
-    pub(crate) config: Arc<rustls::ClientConfig>,
+    pub(crate) config: ClientRustls,
     pub(crate) domain: Option<String>,
 }
 
+/// The rustls configuration of a [`ClientTlsConfig`]: built, or built at the first connection
+/// attempt from the system's roots (module `roots`).
+#[derive(Clone)]
+pub(crate) enum ClientRustls {
+    Built(Arc<rustls::ClientConfig>),
+    System(Arc<crate::roots::SystemRoots>),
+}
+
 impl ClientTlsConfig {
+    /// Trusts the system's root certificates, found by rustls-native-certs: the PEM file in
+    /// `SSL_CERT_FILE` and the directories in `SSL_CERT_DIR` when either variable is set, else
+    /// the distribution's bundle. Nothing is read here: the roots are loaded at the first
+    /// connection attempt that needs them (of any channel of the process), on spindle's blocking
+    /// pool, never on a worker, and kept for the rest of the process. Files that could not be read
+    /// beside certificates that could are logged once (`warn`).
+    ///
+    /// When no certificate could be loaded, each connection attempt fails with an error naming
+    /// `SSL_CERT_FILE` and `Endpoint::tls` as the fixes, as a refused connection does
+    /// (`connect()` returns it, a lazy channel's calls fail `UNAVAILABLE` with it). Composes
+    /// with [`ClientTlsConfig::domain_name`].
+    pub fn native_roots() -> ClientTlsConfig {
+        let roots = crate::roots::SystemRoots::new(None);
+        ClientTlsConfig { config: ClientRustls::System(Arc::new(roots)), domain: None }
+    }
+
+    /// As [`ClientTlsConfig::native_roots`], presenting the client certificate `cert_chain`
+    /// with its `key` to servers that ask for one (mutual TLS). The certificate and key are
+    /// read and checked here; the roots, at the first connection attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerTlsConfig::from_pem`] for the certificate and key.
+    pub fn native_roots_with_identity(cert_chain: &[u8], key: &[u8]) -> io::Result<ClientTlsConfig> {
+        let certs = certificates(cert_chain, "client certificate")?;
+        let identity = rustls::sign::CertifiedKey::from_der(certs, private_key(key)?, &provider())
+            .map_err(|e| invalid(format!("client certificate and key refused: {e}")))?;
+        let identity = Arc::new(rustls::sign::SingleCertAndKey::from(identity));
+        let roots = crate::roots::SystemRoots::new(Some(identity));
+        Ok(ClientTlsConfig { config: ClientRustls::System(Arc::new(roots)), domain: None })
+    }
+
     /// Trusts the certificate authorities in `ca` (PEM: one or more certificates). The
     /// server's certificate must chain to one of them and name the host connected to (or
     /// [`ClientTlsConfig::domain_name`]).
@@ -179,8 +224,8 @@ impl ClientTlsConfig {
         ClientTlsConfig::build(roots(ca, "CA")?, Some(identity))
     }
 
-    /// From a rustls configuration (system roots through rustls-native-certs, another crypto
-    /// provider...). If its `alpn_protocols` is empty, the client offers `h2`.
+    /// From a rustls configuration (another crypto provider, a custom server verifier...). If
+    /// its `alpn_protocols` is empty, the client offers `h2`.
     pub fn from_rustls(config: Arc<rustls::ClientConfig>) -> ClientTlsConfig {
         let config = if config.alpn_protocols.is_empty() {
             let mut config = (*config).clone();
@@ -189,11 +234,12 @@ impl ClientTlsConfig {
         } else {
             config
         };
-        ClientTlsConfig { config, domain: None }
+        ClientTlsConfig { config: ClientRustls::Built(config), domain: None }
     }
 
     /// The name sent in SNI and checked against the server's certificate, instead of the
-    /// URI's host (a server reached by address whose certificate names a host).
+    /// URI's host (a server reached by address whose certificate names a host). Kept by
+    /// every constructor's configuration, [`ClientTlsConfig::native_roots`]'s included.
     pub fn domain_name(mut self, name: impl Into<String>) -> ClientTlsConfig {
         self.domain = Some(name.into());
         self
@@ -219,14 +265,16 @@ impl ClientTlsConfig {
 
 impl fmt::Debug for ClientTlsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientTlsConfig")
-            .field("alpn_protocols", &self.config.alpn_protocols)
-            .field("domain", &self.domain)
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("ClientTlsConfig");
+        match &self.config {
+            ClientRustls::Built(config) => f.field("alpn_protocols", &config.alpn_protocols),
+            ClientRustls::System(roots) => f.field("system_roots", roots),
+        };
+        f.field("domain", &self.domain).finish_non_exhaustive()
     }
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -313,9 +361,22 @@ fn check_alpn(protocol: Option<&[u8]>) -> io::Result<()> {
     }
 }
 
-/// The client's handshake over a connected socket, within `left` (run by the manager fiber).
+impl ClientTlsConfig {
+    /// The rustls configuration; with the system's roots, loaded first if the process has not
+    /// yet (module `roots`), waiting until `deadline` (run by the manager fiber).
+    pub(crate) fn rustls(&self, deadline: std::time::Instant) -> io::Result<Arc<rustls::ClientConfig>> {
+        match &self.config {
+            ClientRustls::Built(config) => Ok(config.clone()),
+            ClientRustls::System(roots) => roots.config(deadline),
+        }
+    }
+}
+
+/// The client's handshake over a connected socket with `rustls` (`config`'s,
+/// [`ClientTlsConfig::rustls`]), within `left` (run by the manager fiber).
 pub(crate) fn connect(
     config: &ClientTlsConfig,
+    rustls: Arc<rustls::ClientConfig>,
     host: &str,
     stream: TcpStream,
     left: Duration,
@@ -323,7 +384,7 @@ pub(crate) fn connect(
     let name = config.domain.as_deref().unwrap_or(host);
     let name = ServerName::try_from(name.to_owned())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS server name {name:?}: {e}")))?;
-    let handshake = futures_rustls::TlsConnector::from(config.config.clone()).connect(name, stream);
+    let handshake = futures_rustls::TlsConnector::from(rustls).connect(name, stream);
     let stream = match spindle::task::block_on(spindle::time::timeout(left, handshake)) {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}"))),

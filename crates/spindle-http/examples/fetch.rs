@@ -1,6 +1,7 @@
 //! `fetch [--http2] URL`: one GET with spindle-http's client; prints the status line and the
 //! body length. `--http2` speaks HTTP/2 to an `http://` URL by prior knowledge (h2c).
-//! `https://` URLs need `--features tls` and FETCH_CA=<PEM file> (the roots to trust).
+//! `https://` URLs need `--features tls`; they trust the system's root certificates, or only
+//! those of FETCH_CA=<PEM file> when it is set.
 //!
 //! ```text
 //! cargo run -p spindle-http --example hello &

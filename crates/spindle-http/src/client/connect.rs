@@ -1,7 +1,8 @@
 //! Opening a client connection: name resolution and the TCP connect with spindle's async
 //! `TcpStream::connect_async` (the lookup runs on the blocking pool with spindle's DNS cache,
 //! the connect on the worker's reactor: `getaddrinfo` never stalls a worker, and the same code
-//! serves fibers and async tasks), then TLS (feature `tls`, HTTP/2 chosen by ALPN), then
+//! serves fibers and async tasks), then TLS (feature `tls`, HTTP/2 chosen by ALPN; the
+//! client's configuration, else the system's roots of module `roots`), then
 //! hyper's HTTP/1.1 or HTTP/2 handshake. The connection future runs as a task pinned to the
 //! current worker (`spawn_local`), watched by the pool's idle timer (`pool.rs`).
 
@@ -38,11 +39,12 @@ async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, Er
 
 /// A new connection to `key`, its driver spawned; `guard` is the pool's slot for it.
 pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
-    let stream = tcp(key, config.connect_timeout).await?;
     let (transport, h2) = if key.https {
-        tls(stream, key, config).await?
+        // The TLS configuration first: no socket is held open while the system's roots load.
+        let tls_config = tls_config(key, config).await?;
+        tls(tcp(key, config.connect_timeout).await?, key, config, tls_config).await?
     } else {
-        (Transport::Plain(stream), config.http2_prior_knowledge)
+        (Transport::Plain(tcp(key, config.connect_timeout).await?), config.http2_prior_knowledge)
     };
     let (io, _handle) = socket::new(transport, false, Vec::new());
     if h2 {
@@ -166,21 +168,26 @@ fn spawn_driver<C>(
     })));
 }
 
+/// The client's own TLS configuration, else the system's roots (loaded once per process on
+/// the blocking pool, module `roots`).
+#[cfg(feature = "tls")]
+async fn tls_config(key: &Key, config: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, Error> {
+    match &config.tls {
+        Some(tls) => Ok(tls.clone()),
+        None => crate::client::roots::system(key, config.connect_timeout).await,
+    }
+}
+
 #[cfg(feature = "tls")]
 async fn tls(
     stream: spindle::net::TcpStream,
     key: &Key,
     config: &ClientConfig,
+    tls: Arc<rustls::ClientConfig>,
 ) -> Result<(Transport, bool), Error> {
-    let Some(tls) = &config.tls else {
-        return Err(Error::new(
-            ErrorKind::Tls,
-            format!("{key}: https needs a TLS configuration (ClientBuilder::tls or ClientBuilder::root_certificates_pem)"),
-        ));
-    };
     let name = rustls::pki_types::ServerName::try_from(key.host.clone())
         .map_err(|e| Error::new(ErrorKind::Tls, format!("{key}: not a valid TLS server name: {e}")))?;
-    let connect = futures_rustls::TlsConnector::from(tls.clone()).connect(name, stream);
+    let connect = futures_rustls::TlsConnector::from(tls).connect(name, stream);
     let stream = match spindle::time::timeout(config.connect_timeout, connect).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(Error::new(ErrorKind::Tls, format!("TLS handshake with {key}: {e}"))),
@@ -195,11 +202,19 @@ async fn tls(
     Ok((Transport::TlsClient(Box::new(stream)), h2))
 }
 
+/// Without the `tls` feature there is no TLS configuration: an `https://` URL is refused
+/// before any socket is opened.
+#[cfg(not(feature = "tls"))]
+async fn tls_config(key: &Key, _config: &ClientConfig) -> Result<std::convert::Infallible, Error> {
+    Err(Error::new(ErrorKind::Tls, format!("{key}: https needs spindle-http's `tls` feature")))
+}
+
 #[cfg(not(feature = "tls"))]
 async fn tls(
     _stream: spindle::net::TcpStream,
-    key: &Key,
+    _key: &Key,
     _config: &ClientConfig,
+    tls: std::convert::Infallible,
 ) -> Result<(Transport, bool), Error> {
-    Err(Error::new(ErrorKind::Tls, format!("{key}: https needs spindle-http's `tls` feature")))
+    match tls {}
 }

@@ -10,6 +10,11 @@
 //! # });
 //! ```
 //!
+//! `https://` (feature `tls`) trusts the system's root certificates unless the client was
+//! given a TLS configuration of its own (`ClientBuilder::tls`,
+//! `ClientBuilder::root_certificates_pem`): they are read once per process, at the first
+//! connection that needs them, on spindle's blocking pool (module `roots`).
+//!
 //! From an async task use [`Client::send`] (a future). Bodies stream both ways with hyper's
 //! backpressure: a request body is polled as the connection can take it, a response body is
 //! read from the socket as the caller reads it. An HTTP/1.1 connection goes back to the pool
@@ -37,6 +42,8 @@ mod body;
 mod connect;
 mod pool;
 mod retry;
+#[cfg(feature = "tls")]
+mod roots;
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -96,9 +103,11 @@ pub enum ErrorKind {
     InvalidUrl,
     /// The name did not resolve or the TCP connect failed.
     Connect,
-    /// The TCP connect or the TLS handshake took longer than the connect timeout.
+    /// The TCP connect, the TLS handshake, or the first load of the system's root
+    /// certificates took longer than the connect timeout.
     ConnectTimeout,
-    /// TLS: no configuration, a bad server name, or the handshake failed (certificate...).
+    /// TLS: no configuration (no system root certificate found, or no `tls` feature), a bad
+    /// server name, or the handshake failed (certificate...).
     Tls,
     /// No response head within the request timeout.
     RequestTimeout,
@@ -165,6 +174,16 @@ pub(crate) struct ClientConfig {
 /// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, 30 s for each
 /// wait for response body data, idle pooled connections closed after 90 s, at most 32 idle
 /// and 256 open connections per host. A timeout of `Duration::MAX` means "no limit".
+///
+/// TLS (feature `tls`): without `ClientBuilder::tls` or
+/// `ClientBuilder::root_certificates_pem`, `https://` trusts the system's root certificates,
+/// found by rustls-native-certs: the PEM file in `SSL_CERT_FILE` and the directories in
+/// `SSL_CERT_DIR` when either variable is set, else the distribution's bundle. They are read
+/// once per process, at the first connection that needs them, on spindle's blocking pool (the
+/// wait for it bounded by the connect timeout), and kept for every client. Files that could not
+/// be read beside certificates that could are logged once (`warn`) and the rest is used; when
+/// no certificate could be loaded, every such request fails with [`ErrorKind::Tls`], its message
+/// naming `SSL_CERT_FILE` and `ClientBuilder::tls` as the fixes.
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     config: ClientConfig,
@@ -194,7 +213,8 @@ impl ClientBuilder {
         }
     }
 
-    /// Limit on resolving, connecting and the TLS handshake of a new connection.
+    /// Limit on resolving, connecting and the TLS handshake of a new connection (each), and on
+    /// the wait for the first load of the system's root certificates.
     pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.config.connect_timeout = timeout;
         self
@@ -247,8 +267,8 @@ impl ClientBuilder {
         self
     }
 
-    /// TLS for `https://` URLs (feature `tls`). ALPN is set to `h2`, `http/1.1` if the
-    /// configuration leaves it empty.
+    /// TLS for `https://` URLs (feature `tls`), instead of the system's roots. ALPN is set to
+    /// `h2`, `http/1.1` if the configuration leaves it empty.
     #[cfg(feature = "tls")]
     pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> ClientBuilder {
         let mut config = Arc::unwrap_or_clone(config);
@@ -260,7 +280,7 @@ impl ClientBuilder {
     }
 
     /// TLS trusting the certificates in `pem` (feature `tls`; ring provider, ALPN `h2`,
-    /// `http/1.1`).
+    /// `http/1.1`) and no others: they replace the system's roots.
     ///
     /// # Errors
     ///
@@ -298,7 +318,9 @@ struct Inner {
 
 /// An HTTP client with a connection pool; cheap to clone (clones share the pool). Use it
 /// inside a spindle runtime: from fibers with [`Client::request`] / [`Client::get`], from
-/// async tasks with [`Client::send`].
+/// async tasks with [`Client::send`]. With the `tls` feature, `https://` URLs trust the
+/// system's root certificates unless the builder was given a TLS configuration
+/// ([`ClientBuilder`] says how they are found).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -317,7 +339,7 @@ impl Default for Client {
 }
 
 impl Client {
-    /// A client with the default settings.
+    /// A client with the default settings (`https://`, feature `tls`: the system's roots).
     pub fn new() -> Client {
         ClientBuilder::new().build()
     }
