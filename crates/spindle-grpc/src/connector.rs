@@ -25,7 +25,6 @@
 
 use std::future::Future as _;
 use std::io;
-use std::net::ToSocketAddrs;
 use std::sync::Weak;
 use std::task::Poll;
 use std::time::Duration;
@@ -400,7 +399,7 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
     match &endpoint.target {
         Target::Tcp(addr) => {
             let mut last = None;
-            for addr in addr.to_socket_addrs()? {
+            for addr in resolve(addr, deadline)? {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 match spindle::net::TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1))) {
                     Ok(stream) => {
@@ -432,6 +431,21 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
             wait_for_settings(&driver, deadline)?;
             Ok((sender, driver))
         }
+    }
+}
+
+/// The addresses of `host:port`, by spindle's resolver (`spindle::net::dns`: the system's
+/// lookup on the blocking pool, cached), within the connect timeout. The manager fiber runs
+/// on a worker, where `getaddrinfo` itself would stall every fiber and task of that worker
+/// for as long as the DNS server takes.
+fn resolve(addr: &str, deadline: std::time::Instant) -> io::Result<Vec<std::net::SocketAddr>> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    match spindle::task::block_on(spindle::time::timeout(left, spindle::net::lookup_host_async(addr))) {
+        Ok(resolved) => resolved,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("resolving {addr}: no answer within {left:?}"),
+        )),
     }
 }
 
