@@ -21,7 +21,9 @@
 //!   first frame has arrived whole and is a SETTINGS frame (RFC 9113, 3.4). A peer that sends
 //!   nothing (until the connect timeout), hangs up or resets first, or sends anything else
 //!   fails the attempt (`Down`, retried after the backoff): the connection is never published,
-//!   so neither `connect` nor a call takes a dead connection for a live one.
+//!   so neither `connect` nor a call takes a dead connection for a live one. The attempt
+//!   fails when the connection does (module `first_frame`: a write's error and the end of
+//!   hyper's connection count as much as a read's), not at the connect timeout.
 
 use std::future::Future as _;
 use std::io;
@@ -32,6 +34,7 @@ use std::time::Duration;
 use tonic::body::Body;
 
 use crate::client::{Endpoint, Shared, Target};
+use crate::first_frame::{wait_for_settings, watched, Watch, Watched};
 
 /// The sending side of a live connection (cloned per call).
 pub(crate) type Sender = hyper::client::conn::http2::SendRequest<Body>;
@@ -131,216 +134,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     }
 }
 
-/// Waits (up to the connect timeout) for the server's first frame, which must be its SETTINGS
-/// (RFC 9113, 3.4), so that the connection is published with the server's stream limit known:
-/// calls sent before it would open streams past a small limit and be refused. A peer that
-/// sends nothing, hangs up, or sends anything else is no HTTP/2 server: the attempt fails
-/// (module docs).
-fn wait_for_settings(conn: &Driver, deadline: std::time::Instant) -> io::Result<()> {
-    let watch = conn.watch();
-    let wait = std::future::poll_fn(|cx| {
-        watch.register(cx.waker());
-        match watch.first_frame() {
-            Some(outcome) => Poll::Ready(outcome),
-            None => Poll::Pending,
-        }
-    });
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
-    match spindle::task::block_on(spindle::time::timeout(left, wait)) {
-        Err(_) => {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "the server sent no HTTP/2 SETTINGS in time"))
-        }
-        Ok(Err((kind, why))) => return Err(io::Error::new(kind, why)),
-        Ok(Ok(())) => {}
-    }
-    // The read woke us before hyper's connection task applied what it read: let it run.
-    spindle::task::block_on(spindle::task::yield_now());
-    Ok(())
-}
-
 type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, crate::exec::Executor>;
-
-/// Wakes the manager after the first reads of a connection, so that it publishes the
-/// server's `SETTINGS_MAX_CONCURRENT_STREAMS` (which hyper reads on another task) soon after
-/// it arrives, not only at the next call; and looks at the server's first frame on the way.
-#[derive(Default)]
-struct Watch {
-    waker: std::sync::Mutex<Option<std::task::Waker>>,
-    first: std::sync::Mutex<FirstFrame>,
-}
-
-impl Watch {
-    fn register(&self, waker: &std::task::Waker) {
-        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
-        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            *slot = Some(waker.clone());
-        }
-    }
-
-    fn wake(&self) {
-        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            w.wake_by_ref();
-        }
-    }
-
-    fn first(&self) -> std::sync::MutexGuard<'_, FirstFrame> {
-        self.first.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether the server's first frame arrived whole and was SETTINGS (`Err`: why not); `None`
-    /// while it is arriving.
-    fn first_frame(&self) -> Option<Result<(), (io::ErrorKind, String)>> {
-        match &*self.first() {
-            FirstFrame::Reading { .. } => None,
-            FirstFrame::Done(outcome) => Some(outcome.clone()),
-        }
-    }
-}
-
-/// The server's first frame as its bytes arrive ([`Watched`]).
-enum FirstFrame {
-    Reading { header: [u8; 9], have: usize, payload_left: usize },
-    Done(Result<(), (io::ErrorKind, String)>),
-}
-
-impl Default for FirstFrame {
-    fn default() -> FirstFrame {
-        FirstFrame::Reading { header: [0; 9], have: 0, payload_left: 0 }
-    }
-}
-
-impl FirstFrame {
-    /// A read's outcome: its bytes (none: the end of the stream) or its error. Whether the
-    /// first frame is still arriving.
-    fn saw(&mut self, read: Result<&[u8], &io::Error>) -> bool {
-        self.add(read);
-        matches!(self, FirstFrame::Reading { .. })
-    }
-
-    fn add(&mut self, read: Result<&[u8], &io::Error>) {
-        let FirstFrame::Reading { header, have, payload_left } = self else { return };
-        let mut bytes = match read {
-            Ok([]) => {
-                let why = "the server closed the connection before its HTTP/2 SETTINGS";
-                *self = FirstFrame::Done(Err((io::ErrorKind::UnexpectedEof, why.into())));
-                return;
-            }
-            Ok(bytes) => bytes,
-            Err(e) => {
-                *self = FirstFrame::Done(Err((
-                    e.kind(),
-                    format!("waiting for the server's HTTP/2 SETTINGS: {e}"),
-                )));
-                return;
-            }
-        };
-        if *have < header.len() {
-            let n = (header.len() - *have).min(bytes.len());
-            header[*have..*have + n].copy_from_slice(&bytes[..n]);
-            *have += n;
-            bytes = &bytes[n..];
-            if *have < header.len() {
-                return;
-            }
-            // Type SETTINGS (4), not an ACK, on stream 0.
-            if header[3] != 4 || header[4] & 1 != 0 || header[5] & 0x7f != 0 || header[6..] != [0; 3] {
-                let why = format!(
-                    "the server's first bytes are no HTTP/2 SETTINGS frame (not an HTTP/2 server?): {:02x?}",
-                    &header[..]
-                );
-                *self = FirstFrame::Done(Err((io::ErrorKind::InvalidData, why)));
-                return;
-            }
-            *payload_left = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
-        }
-        *payload_left = payload_left.saturating_sub(bytes.len());
-        if *payload_left == 0 {
-            *self = FirstFrame::Done(Ok(()));
-        }
-    }
-}
-
-/// A connection's socket, waking the manager after each of its first reads, and showing the
-/// server's first frame to the [`Watch`] while it arrives.
-struct Watched<I> {
-    io: I,
-    reads_left: u8,
-    /// The server's first frame is still arriving.
-    first_frame: bool,
-    watch: std::sync::Arc<Watch>,
-}
-
-impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for Watched<I> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if this.reads_left == 0 && !this.first_frame {
-            return std::pin::Pin::new(&mut this.io).poll_read(cx, buf);
-        }
-        let poll = if this.first_frame && buf.remaining() > 0 {
-            // Through a buffer of ours, to see the bytes (the first reads only).
-            let mut scratch = [0; 1024];
-            let len = buf.remaining().min(scratch.len());
-            let mut seen = hyper::rt::ReadBuf::new(&mut scratch[..len]);
-            let poll = std::pin::Pin::new(&mut this.io).poll_read(cx, seen.unfilled());
-            match &poll {
-                Poll::Ready(Ok(())) => {
-                    buf.put_slice(seen.filled());
-                    this.first_frame = this.watch.first().saw(Ok(seen.filled()));
-                }
-                Poll::Ready(Err(e)) => this.first_frame = this.watch.first().saw(Err(e)),
-                Poll::Pending => {}
-            }
-            poll
-        } else {
-            std::pin::Pin::new(&mut this.io).poll_read(cx, buf)
-        };
-        if poll.is_ready() {
-            this.reads_left = this.reads_left.saturating_sub(1);
-            this.watch.wake();
-        }
-        poll
-    }
-}
-
-impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for Watched<I> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
 
 /// A TLS connection's socket.
 #[cfg(feature = "tls")]
@@ -413,7 +207,7 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                         let watch = std::sync::Arc::new(Watch::default());
                         let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
                         let driver = Driver::Tcp(conn, watch);
-                        wait_for_settings(&driver, deadline)?;
+                        wait_for_settings(driver.watch(), deadline)?;
                         return Ok((sender, driver));
                     }
                     Err(e) => last = Some(e),
@@ -428,7 +222,7 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
             let watch = std::sync::Arc::new(Watch::default());
             let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
             let driver = Driver::Unix(conn, watch);
-            wait_for_settings(&driver, deadline)?;
+            wait_for_settings(driver.watch(), deadline)?;
             Ok((sender, driver))
         }
     }
@@ -464,13 +258,8 @@ fn connect_tls(
     let watch = std::sync::Arc::new(Watch::default());
     let (sender, conn) = handshake(endpoint, watched(io, &watch), deadline)?;
     let driver = Driver::Tls(Box::new(conn), watch);
-    wait_for_settings(&driver, deadline)?;
+    wait_for_settings(driver.watch(), deadline)?;
     Ok((sender, driver))
-}
-
-fn watched<I>(io: I, watch: &std::sync::Arc<Watch>) -> Watched<I> {
-    // The server's SETTINGS come in the first reads (a few, to allow for a split frame).
-    Watched { io, reads_left: 4, first_frame: true, watch: watch.clone() }
 }
 
 fn handshake<I>(

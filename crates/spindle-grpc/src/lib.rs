@@ -72,6 +72,7 @@ mod client;
 mod connector;
 mod either;
 mod exec;
+mod first_frame;
 mod limit;
 mod pipe;
 mod remote_call;
