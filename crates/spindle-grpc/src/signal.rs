@@ -4,7 +4,7 @@
 //! # Invariants
 //!
 //! - **Fired once, seen by all.** [`Signal::fire`] sets the flag before it takes the wakers,
-//!   and [`Signal::poll`] registers its waker before it reads the flag again, so a waiter
+//!   and [`Waiter::poll`] registers its waker before it reads the flag again, so a waiter
 //!   registered at any moment either sees the flag or is woken.
 //! - **No waker left behind.** A [`Waiter`] removes its registration when dropped, so the
 //!   list holds one waker per live waiter at most.
