@@ -51,6 +51,7 @@ use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
 
+use crate::balance::Phase;
 use crate::connector::{self, ConnState};
 use crate::remote_call::{
     encode_timeout, CallParts, CancelFlag, CancelOnDrop, Deadline, OutBody, Permit, RemoteBody, RemoteFuture,
@@ -496,7 +497,38 @@ impl RemoteChannel {
 
     /// Whether the channel has a live connection now.
     pub fn is_connected(&self) -> bool {
-        matches!(&*lock(&self.shared.state), ConnState::Ready(s) if !s.is_closed())
+        self.phase() == Phase::Connected
+    }
+
+    /// The connection's state now (for a balancer, module `balance`; a closed `Ready` is `Idle`).
+    pub(crate) fn phase(&self) -> Phase {
+        match &*lock(&self.shared.state) {
+            ConnState::Ready(s) if !s.is_closed() => Phase::Connected,
+            ConnState::Idle | ConnState::Ready(_) => Phase::Idle,
+            ConnState::Connecting => Phase::Connecting,
+            ConnState::Down { error } => Phase::Down(error.clone()),
+        }
+    }
+
+    /// Connects now, not at the next call: starts the manager, or asks an idle one to reconnect.
+    pub(crate) fn connect_now(&self) -> io::Result<()> {
+        self.shared.start()?;
+        match &*lock(&self.shared.state) {
+            ConnState::Ready(s) if !s.is_closed() => {}
+            ConnState::Idle | ConnState::Ready(_) => self.shared.want(),
+            ConnState::Connecting | ConnState::Down { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A clone holding a stream permit for its next call (module docs), if one is free.
+    pub(crate) fn try_reserved(&self) -> Option<RemoteChannel> {
+        self.shared.try_reserve().then(|| RemoteChannel { shared: self.shared.clone(), reserved: true })
+    }
+
+    /// Wakes `waker` at the next permit release or change of state.
+    pub(crate) fn wake_on_change(&self, waker: Waker) {
+        lock(&self.shared.permit_waiters).push(waker);
     }
 
     fn start_call(&mut self, request: http::Request<Body>) -> RemoteFuture {

@@ -1,5 +1,6 @@
 //! spindle-grpc: gRPC for [tonic] on spindle, in process ([`Channel`]) and over HTTP/2
-//! ([`Server`], [`Endpoint`], [`RemoteChannel`]), or either, chosen by URI ([`AnyChannel`]).
+//! ([`Server`], [`Endpoint`], [`RemoteChannel`]; [`BalancedChannel`] over several servers), or
+//! either, chosen by URI ([`AnyChannel`]).
 //!
 //! A [`Channel`] holds tonic-generated servers (any `Service<http::Request<tonic::body::Body>>`
 //! with a [`NamedService`] name) and is itself the transport of tonic-generated clients
@@ -67,6 +68,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod balance;
 mod call;
 mod client;
 mod connector;
@@ -96,6 +98,7 @@ use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::Status;
 
+pub use balance::BalancedChannel;
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
 pub use client::{Endpoint, RemoteChannel};
