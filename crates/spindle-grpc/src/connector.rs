@@ -33,7 +33,8 @@ use std::time::Duration;
 
 use tonic::body::Body;
 
-use crate::client::{Endpoint, Shared, Target};
+use crate::client::Shared;
+use crate::endpoint::{Endpoint, Target};
 use crate::first_frame::{wait_for_settings, watched, Watch, Watched};
 
 /// The sending side of a live connection (cloned per call).

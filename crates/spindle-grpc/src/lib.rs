@@ -73,6 +73,7 @@ mod call;
 mod client;
 mod connector;
 mod either;
+mod endpoint;
 mod exec;
 mod first_frame;
 mod limit;
@@ -101,8 +102,9 @@ use tonic::Status;
 pub use balance::BalancedChannel;
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
 pub use call::{ResponseBody, ResponseFuture};
-pub use client::{Endpoint, RemoteChannel};
+pub use client::RemoteChannel;
 pub use either::{AnyBody, AnyChannel, AnyFuture};
+pub use endpoint::Endpoint;
 pub use limit::DEFAULT_MAX_MESSAGE_SIZE;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
