@@ -259,3 +259,69 @@ fn same_origin_for_credentials(from: &Uri, to: &Uri) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(base: &str, location: &str) -> Result<String, ErrorKind> {
+        let location = hyper::header::HeaderValue::from_str(location).unwrap();
+        resolve(&base.parse().unwrap(), &location).map(|uri| uri.to_string()).map_err(|e| e.kind())
+    }
+
+    #[test]
+    fn locations_resolve_per_rfc_3986() {
+        let base = "http://a.test:8080/b/c/d?q=1";
+        assert_eq!(resolved(base, "https://x.test/y").unwrap(), "https://x.test/y");
+        assert_eq!(resolved(base, "//x.test/y").unwrap(), "http://x.test/y");
+        assert_eq!(resolved(base, "/y?z").unwrap(), "http://a.test:8080/y?z");
+        assert_eq!(resolved(base, "y").unwrap(), "http://a.test:8080/b/c/y");
+        assert_eq!(resolved(base, "../y").unwrap(), "http://a.test:8080/b/y");
+        assert_eq!(resolved(base, "?r=2").unwrap(), "http://a.test:8080/b/c/d?r=2");
+        assert_eq!(resolved(base, "/y#frag").unwrap(), "http://a.test:8080/y");
+        assert_eq!(resolved(base, "ftp://x.test/y"), Err(ErrorKind::InvalidUrl));
+        assert_eq!(resolved(base, "mailto:someone@x.test"), Err(ErrorKind::InvalidUrl));
+        assert_eq!(resolved(base, "http://"), Err(ErrorKind::InvalidUrl));
+    }
+
+    #[test]
+    fn credentials_follow_only_the_same_host_and_port_and_never_down_to_http() {
+        let same =
+            |from: &str, to: &str| same_origin_for_credentials(&from.parse().unwrap(), &to.parse().unwrap());
+        assert!(same("http://a.test/x", "http://a.test:80/y"));
+        assert!(same("http://A.test/x", "http://a.test/y"));
+        assert!(same("https://a.test/x", "https://a.test:443/y"));
+        assert!(!same("http://a.test/x", "http://b.test/y"));
+        assert!(!same("http://a.test/x", "http://a.test:8080/y"));
+        assert!(!same("https://a.test:8443/x", "http://a.test:8443/y"));
+    }
+
+    #[test]
+    fn methods_and_bodies_per_status() {
+        let next = |status: u16, method: Method, body: Body| {
+            let req = Request::builder()
+                .method(method)
+                .uri("http://a.test/x")
+                .header(CONTENT_TYPE, "text/plain")
+                .header(HOST, "a.test")
+                .body(body)
+                .unwrap();
+            let target = "http://a.test/y".parse().unwrap();
+            Sent::of(&req).next(StatusCode::from_u16(status).unwrap(), target)
+        };
+        let get = next(302, Method::POST, Body::from("x")).unwrap();
+        assert_eq!(*get.method(), Method::GET);
+        assert!(get.headers().get(CONTENT_TYPE).is_none() && get.headers().get(HOST).is_none());
+        assert_eq!(*next(301, Method::PUT, Body::from("x")).unwrap().method(), Method::PUT);
+        assert_eq!(*next(303, Method::DELETE, Body::empty()).unwrap().method(), Method::GET);
+        assert_eq!(*next(303, Method::HEAD, Body::empty()).unwrap().method(), Method::HEAD);
+        let kept = next(308, Method::POST, Body::from("x")).unwrap();
+        assert_eq!(
+            (kept.method(), kept.headers()[CONTENT_TYPE].as_bytes()),
+            (&Method::POST, &b"text/plain"[..])
+        );
+        let stream = || Body::wrap(http_body_util::Empty::<bytes::Bytes>::new());
+        assert!(next(307, Method::POST, stream()).is_none());
+        assert!(next(303, Method::POST, stream()).is_some());
+    }
+}
