@@ -33,7 +33,8 @@
 //! or any tower stack (module `tower`).
 //!
 //! [`Client`] is the HTTP client (HTTP/1.1, HTTP/2, a connection pool), blocking style in
-//! fibers and futures in tasks; the `tls` feature adds HTTPS to both sides (`TlsConfig`).
+//! fibers and futures in tasks, following redirects ([`redirect::Policy`]); the `tls`
+//! feature adds HTTPS to both sides (`TlsConfig`).
 //!
 //! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
 //! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
@@ -64,7 +65,7 @@ pub struct ReadmeDoctests;
 
 pub use body::{Body, BoxError};
 pub use builder::{Accept, Builder};
-pub use client::{Client, ClientBuilder, Error as ClientError, ErrorKind as ClientErrorKind};
+pub use client::{redirect, Client, ClientBuilder, Error as ClientError, ErrorKind as ClientErrorKind};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
 pub use limits::{LimitError, MinRate};
 #[cfg(feature = "tls")]

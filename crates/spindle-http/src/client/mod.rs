@@ -26,21 +26,26 @@
 //! a server that says nothing, or stalls within the response head, ends in
 //! [`ErrorKind::RequestTimeout`] (the request timeout covers up to the response head; a body
 //! is read at the caller's pace, and a server that stalls within it ends the body with
-//! [`ErrorKind::ReadTimeout`] once a wait for its data passes the read timeout); garbage, a head larger than the 64 KiB read buffer (or over
-//! hyper's 100 headers), or a connection closed or reset before the head, in
-//! [`ErrorKind::Protocol`]; a body cut short (closed or reset before its Content-Length or
-//! last chunk) in an error from the body, and its connection is not reused. 1xx responses
-//! before the final one are skipped (an endless stream of them ends with the request timeout:
-//! an HTTP/1.1 connection's driver completes at most 2 reads a poll, `connect::Capped`). A request that fails on a *reused* connection the
-//! server had closed is sent again on another (at most 4 times), as browsers and Go's
+//! [`ErrorKind::ReadTimeout`] once a wait for its data passes the read timeout); garbage, a
+//! head larger than the 64 KiB read buffer (or over hyper's 100 headers), or a connection
+//! closed or reset before the head, in [`ErrorKind::Protocol`]; a body cut short (closed or
+//! reset before its Content-Length or last chunk) in an error from the body, and its
+//! connection is not reused. 1xx responses before the final one are skipped (an endless
+//! stream of them ends with the request timeout: an HTTP/1.1 connection's driver completes
+//! at most 2 reads a poll, `connect::Capped`). A request that fails on a *reused* connection
+//! the server had closed is sent again on another (at most 4 times), as browsers and Go's
 //! client do: a request hyper gives back unsent (any method), or an idempotent one (GET,
 //! HEAD, OPTIONS, TRACE, PUT, DELETE) whose body is held in memory (not a stream) when the
 //! connection was closed or reset before a response head. Otherwise (a POST, a streamed
 //! body, a new connection) the caller gets the `Protocol` error.
+//!
+//! Redirects (`301`, `302`, `303`, `307`, `308` with a `Location`) are followed, at most 10 a
+//! request by default ([`ClientBuilder::redirect`]; module [`redirect`] has the rules).
 
 mod body;
 mod connect;
 mod pool;
+pub mod redirect;
 mod retry;
 #[cfg(feature = "tls")]
 mod roots;
@@ -99,7 +104,8 @@ impl Key {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The URL is not an absolute `http://` or `https://` URL with a host.
+    /// The URL is not an absolute `http://` or `https://` URL with a host; or a redirect's
+    /// `Location` is not an `http://` or `https://` URL (the message names both).
     InvalidUrl,
     /// The name did not resolve or the TCP connect failed.
     Connect,
@@ -118,6 +124,9 @@ pub enum ErrorKind {
     Protocol,
     /// Called outside a spindle runtime (the client's connections run on its workers).
     NoRuntime,
+    /// A redirect past the limit of the client's [`redirect::Policy`] (a redirect loop ends
+    /// here); the message names the limit and the last URLs.
+    TooManyRedirects,
 }
 
 /// A client error: its kind, a message naming the target, and the underlying error if any.
@@ -167,6 +176,7 @@ pub(crate) struct ClientConfig {
     pub(crate) max_connections_per_host: usize,
     pub(crate) http2_prior_knowledge: bool,
     pub(crate) max_buf_size: usize,
+    pub(crate) redirect: redirect::Policy,
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
 }
@@ -207,6 +217,7 @@ impl ClientBuilder {
                 max_connections_per_host: 256,
                 http2_prior_knowledge: false,
                 max_buf_size: 64 * 1024,
+                redirect: redirect::Policy::default(),
                 #[cfg(feature = "tls")]
                 tls: None,
             },
@@ -220,8 +231,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Limit from the call to the response head (waiting for a pooled connection included;
-    /// the body is read afterwards at the caller's pace, each wait for its data bounded by
+    /// Limit from the call to the response head (waiting for a pooled connection included,
+    /// and every redirect followed on the way to the final response; the body is read
+    /// afterwards at the caller's pace, each wait for its data bounded by
     /// [`ClientBuilder::read_timeout`]). `None`: no limit.
     pub fn request_timeout(mut self, timeout: impl Into<Option<Duration>>) -> ClientBuilder {
         self.config.request_timeout = timeout.into();
@@ -264,6 +276,15 @@ impl ClientBuilder {
     /// multiplexed connection per host.
     pub fn http2_prior_knowledge(mut self, on: bool) -> ClientBuilder {
         self.config.http2_prior_knowledge = on;
+        self
+    }
+
+    /// Which redirects are followed: [`redirect::Policy::limited`]`(10)` by default,
+    /// [`redirect::Policy::none`] to get every 3xx response as it is. The request timeout
+    /// covers the whole chain; module [`redirect`] has the rules (method and body, headers
+    /// dropped on the way to another host, the final URL as [`redirect::ResponseUrl`]).
+    pub fn redirect(mut self, policy: redirect::Policy) -> ClientBuilder {
+        self.config.redirect = policy;
         self
     }
 
@@ -355,22 +376,30 @@ impl Client {
         self.inner.pool.hosts()
     }
 
+    /// How many connections the pool counts open or being opened, over all hosts. For tests:
+    /// not part of the API.
+    #[doc(hidden)]
+    pub fn pooled_connections(&self) -> usize {
+        self.inner.pool.open_connections()
+    }
+
     /// `GET url`, blocking style (see [`Client::request`]).
     pub fn get(&self, url: &str) -> Result<Response<Body>, Error> {
         let uri: Uri = url.parse().map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url:?}: {e}")))?;
         self.request(Request::get(uri).body(Body::empty()).expect("a GET with a parsed URI"))
     }
 
-    /// Sends `req` (an absolute URL) and returns the response once its head has arrived,
-    /// blocking style: in a fiber, the fiber parks meanwhile. Read the body with
-    /// [`Body::bytes`] or as a stream.
+    /// Sends `req` (an absolute URL) and returns the response once its head has arrived
+    /// (following redirects as the builder's [`redirect::Policy`] says), blocking style: in a
+    /// fiber, the fiber parks meanwhile. Read the body with [`Body::bytes`] or as a stream.
     pub fn request<B: Into<Body>>(&self, req: Request<B>) -> Result<Response<Body>, Error> {
         spindle::task::block_on(self.send(req))
     }
 
     /// Sends `req` (an absolute URL); the future resolves to the response once its head has
-    /// arrived. For async tasks: the future is `Send`, so a `spindle::task::spawn_async` task that
-    /// any worker may poll can await it. A connection it opens stays with the worker that
+    /// arrived (following redirects as the builder's [`redirect::Policy`] says). For async
+    /// tasks: the future is `Send`, so a `spindle::task::spawn_async` task that any worker may
+    /// poll can await it. A connection it opens stays with the worker that
     /// opened it (its driver is a task pinned there); requests from other workers reach it
     /// through hyper's channel.
     pub fn send<B: Into<Body>>(
@@ -387,12 +416,13 @@ impl Client {
                 ));
             }
             let Some(limit) = inner.config.request_timeout else {
-                return exchange(&inner, req).await.map(|res| res.map(|body| body.into_body(None)));
+                return redirect::follow(&inner, req).await.map(|res| res.map(|body| body.into_body(None)));
             };
             // The timeout written out (as `spindle::time::timeout` polls it: the exchange
-            // first), so that its timer can go on into the body (module `body`).
+            // first), so that its timer can go on into the body (module `body`). It covers
+            // the redirects followed, if any (module `redirect`).
             let mut timer = spindle::time::sleep_future(limit);
-            let mut exchange = std::pin::pin!(exchange(&inner, req));
+            let mut exchange = std::pin::pin!(redirect::follow(&inner, req));
             let outcome = poll_fn(|cx| match exchange.as_mut().poll(cx) {
                 Poll::Ready(result) => Poll::Ready(Some(result)),
                 Poll::Pending => Pin::new(&mut timer).poll(cx).map(|()| None),

@@ -131,6 +131,11 @@ impl Pool {
         lock(&self.hosts).len()
     }
 
+    /// How many connections are open or being opened, over all hosts.
+    pub(crate) fn open_connections(&self) -> usize {
+        lock(&self.hosts).values().map(|host| host.open).sum()
+    }
+
     /// Records a new HTTP/2 connection as the host's shared one; not if the host has no entry
     /// left, which means the connection's driver has ended ("forgotten when empty").
     pub(crate) fn set_h2(&self, key: &Key, conn: &Conn) {
