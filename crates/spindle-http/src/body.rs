@@ -68,13 +68,24 @@ impl Body {
 }
 
 impl Body {
-    /// A copy of a body held in memory (empty or one buffer), to send again; `None` for a
-    /// stream, which cannot be replayed.
-    pub(crate) fn try_clone(&self) -> Option<Body> {
+    /// The data of a body held in memory (empty or one buffer), to make the body again
+    /// ([`Held::body`]); `None` for a stream, which cannot be replayed. `Sync`, unlike a
+    /// `Body`, so that a request future may keep it across an await by reference.
+    pub(crate) fn held(&self) -> Option<Held> {
         match &self.kind {
-            Kind::Full(data) => Some(Body { kind: Kind::Full(data.clone()) }),
+            Kind::Full(data) => Some(Held(data.clone())),
             _ => None,
         }
+    }
+}
+
+/// A body held in memory, kept to send again (`Body::held`).
+#[derive(Clone)]
+pub(crate) struct Held(Option<Bytes>);
+
+impl Held {
+    pub(crate) fn body(&self) -> Body {
+        Body { kind: Kind::Full(self.0.clone()) }
     }
 }
 

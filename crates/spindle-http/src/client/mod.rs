@@ -63,7 +63,7 @@ use hyper::{Request, Response, Uri, Version};
 use crate::{Body, BoxError};
 use body::{GiveBack, PooledBody};
 use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
-use retry::{failed, Replay, MAX_RETRIES};
+use retry::{failed, Kept, Replay, MAX_RETRIES};
 
 /// Where a pooled connection goes: scheme, host and port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -415,25 +415,48 @@ impl Client {
                     "spindle_http::Client used outside a spindle runtime".into(),
                 ));
             }
-            let Some(limit) = inner.config.request_timeout else {
-                return redirect::follow(&inner, req).await.map(|res| res.map(|body| body.into_body(None)));
+            // The request timeout written out (as `spindle::time::timeout` polls it: the
+            // exchange first), so that its timer can go on into the body (module `body`); it
+            // covers the redirects followed, if any. The exchange is pinned here, in this
+            // future, and the redirect chain (rare) boxed: each layer of future around the
+            // exchange was one more move of its ~1.1 KB (module `redirect`).
+            let limit = inner.config.request_timeout;
+            let mut timer = limit.map(spindle::time::sleep_future);
+            // Kept for a redirect's next hop, and lent to the exchange's retries (one copy).
+            let kept = inner.config.redirect.limit.map(|_| Kept::of(&req));
+            let res = {
+                let mut exchange = std::pin::pin!(exchange(&inner, req, kept.as_ref()));
+                within(exchange.as_mut(), &mut timer, limit).await??
             };
-            // The timeout written out (as `spindle::time::timeout` polls it: the exchange
-            // first), so that its timer can go on into the body (module `body`). It covers
-            // the redirects followed, if any (module `redirect`).
-            let mut timer = spindle::time::sleep_future(limit);
-            let mut exchange = std::pin::pin!(redirect::follow(&inner, req));
-            let outcome = poll_fn(|cx| match exchange.as_mut().poll(cx) {
-                Poll::Ready(result) => Poll::Ready(Some(result)),
-                Poll::Pending => Pin::new(&mut timer).poll(cx).map(|()| None),
-            })
-            .await;
-            match outcome {
-                Some(result) => result.map(|res| res.map(|body| body.into_body(Some((timer, limit))))),
-                None => Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}"))),
-            }
+            let res = match (inner.config.redirect.limit, kept) {
+                (Some(max), Some(kept)) if redirect::is_redirect(&res) => {
+                    let mut chain = Box::pin(redirect::chain(&inner, max, kept, res));
+                    within(chain.as_mut(), &mut timer, limit).await??
+                }
+                _ => res,
+            };
+            Ok(res.map(|body| body.into_body(timer.zip(limit))))
         }
     }
+}
+
+/// `future`'s output, or the request timeout's error once `timer` (if any) fires first.
+fn within<'a, F: Future + ?Sized>(
+    mut future: Pin<&'a mut F>,
+    timer: &'a mut Option<spindle::time::Sleep>,
+    limit: Option<Duration>,
+) -> impl Future<Output = Result<F::Output, Error>> + 'a {
+    poll_fn(move |cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match (timer.as_mut(), limit) {
+            (Some(timer), Some(limit)) => Pin::new(timer).poll(cx).map(|()| {
+                Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}")))
+            }),
+            _ => Poll::Pending,
+        }
+    })
 }
 
 /// One request: a connection from the pool (or a new one), the exchange, and the response
@@ -444,7 +467,11 @@ impl Client {
 /// back unsent, and an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) with a body
 /// held in memory when the connection ended (closed or reset) before a response head. A
 /// failure on a new connection is final (no retry loop against a server that closes at once).
-async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response<PooledBody>, Error> {
+async fn exchange(
+    inner: &Arc<Inner>,
+    mut req: Request<Body>,
+    kept: Option<&Kept>,
+) -> Result<Response<PooledBody>, Error> {
     let key = Key::from_uri(req.uri())?;
     let mut retries = 0;
     loop {
@@ -453,7 +480,7 @@ async fn exchange(inner: &Arc<Inner>, mut req: Request<Body>) -> Result<Response
         // What is kept to send the request again if the connection turns out closed after
         // it went out. The send is written out here, not in a function of its own: each hop
         // of the request through another future's state was one more copy of it.
-        let replay = if may_retry { Replay::of(&req) } else { None };
+        let replay = if may_retry { Replay::of(&req, kept) } else { None };
         let refused = match conn {
             Conn::H1 { mut sender, idle } => {
                 // HTTP/1.1 wants the origin form and a Host header.

@@ -12,6 +12,7 @@
 use hyper::{Request, Uri, Version};
 
 use super::{Error, ErrorKind, Key};
+use crate::body::Held;
 use crate::Body;
 
 /// Retries of one request on pooled connections that turned out dead.
@@ -26,7 +27,7 @@ pub(super) fn failed(
     key: &Key,
     mut refused: hyper::client::conn::TrySendError<Request<Body>>,
     may_retry: bool,
-    replay: Option<Replay>,
+    replay: Option<Replay<'_>>,
 ) -> (Error, Option<Request<Body>>) {
     let unsent = if may_retry { refused.take_message() } else { None };
     let e = refused.into_error();
@@ -40,7 +41,7 @@ pub(super) fn failed(
             *req.uri_mut() = uri;
             req
         }),
-        None => replay.filter(|_| closed).map(Replay::into_request),
+        None => replay.filter(|_| closed).and_then(Replay::into_request),
     };
     (Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e), again)
 }
@@ -54,41 +55,46 @@ fn absolute_uri(key: &Key, uri: &Uri) -> Option<Uri> {
     format!("{key}{path}").parse().ok()
 }
 
-/// What is kept of a request sent on a reused connection, to send it again if the server had
-/// closed that connection: made for every such request, so small (the header map and the
-/// extensions only when they are not empty, each boxed), and only for an idempotent request
-/// whose body is held in memory.
-pub(super) struct Replay {
-    method: hyper::Method,
-    version: Version,
-    uri: Uri,
-    headers: Option<Box<hyper::HeaderMap>>,
-    extensions: Option<Box<hyper::http::Extensions>>,
-    body: Body,
+/// A copy of a request as it goes out: to send it again on another connection (a retry), or
+/// to make the next hop of a redirect (module `redirect`). Made for most requests, so small:
+/// the header map and the extensions only when they are not empty, each boxed, and the body
+/// only when it is held in memory (a reference count). One copy serves both: the redirect
+/// loop lends its copy to the retries ([`Replay::Lent`]).
+pub(super) struct Kept {
+    pub(super) method: hyper::Method,
+    pub(super) version: Version,
+    pub(super) uri: Uri,
+    pub(super) headers: Option<Box<hyper::HeaderMap>>,
+    pub(super) extensions: Option<Box<hyper::http::Extensions>>,
+    /// `None`: a streamed body, which cannot go again.
+    pub(super) body: Option<Held>,
 }
 
-impl Replay {
-    pub(super) fn of(req: &Request<Body>) -> Option<Replay> {
-        use hyper::Method;
-        let idempotent = matches!(
-            *req.method(),
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-        );
-        if !idempotent {
-            return None;
-        }
-        Some(Replay {
-            body: req.body().try_clone()?,
+impl Kept {
+    pub(super) fn of(req: &Request<Body>) -> Kept {
+        Kept {
+            body: req.body().held(),
             method: req.method().clone(),
             version: req.version(),
             uri: req.uri().clone(),
             headers: (!req.headers().is_empty()).then(|| Box::new(req.headers().clone())),
             extensions: (!req.extensions().is_empty()).then(|| Box::new(req.extensions().clone())),
-        })
+        }
     }
 
-    fn into_request(self) -> Request<Body> {
-        let mut req = Request::new(self.body);
+    /// Whether the request may be sent again after its connection ended before a response
+    /// head: idempotent, with its body in memory.
+    fn replayable(&self) -> bool {
+        use hyper::Method;
+        self.body.is_some()
+            && matches!(
+                self.method,
+                Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+            )
+    }
+
+    fn into_request(self) -> Option<Request<Body>> {
+        let mut req = Request::new(self.body?.body());
         *req.method_mut() = self.method;
         *req.version_mut() = self.version;
         *req.uri_mut() = self.uri;
@@ -98,6 +104,48 @@ impl Replay {
         if let Some(extensions) = self.extensions {
             *req.extensions_mut() = *extensions;
         }
-        req
+        Some(req)
+    }
+
+    fn to_request(&self) -> Option<Request<Body>> {
+        let mut req = Request::new(self.body.as_ref()?.body());
+        *req.method_mut() = self.method.clone();
+        *req.version_mut() = self.version;
+        *req.uri_mut() = self.uri.clone();
+        if let Some(headers) = &self.headers {
+            *req.headers_mut() = (**headers).clone();
+        }
+        if let Some(extensions) = &self.extensions {
+            *req.extensions_mut() = (**extensions).clone();
+        }
+        Some(req)
+    }
+}
+
+/// What a send on a reused connection keeps to send the request again: a copy of its own, or
+/// the one the redirect loop made of the same request (lent: no second copy per request).
+pub(super) enum Replay<'a> {
+    Own(Kept),
+    Lent(&'a Kept),
+}
+
+impl<'a> Replay<'a> {
+    /// `lent` if given, else a copy of `req`, if it may be sent again (idempotent, its body
+    /// in memory).
+    pub(super) fn of(req: &Request<Body>, lent: Option<&'a Kept>) -> Option<Replay<'a>> {
+        match lent {
+            Some(kept) => kept.replayable().then_some(Replay::Lent(kept)),
+            None => {
+                let kept = Kept::of(req);
+                kept.replayable().then_some(Replay::Own(kept))
+            }
+        }
+    }
+
+    fn into_request(self) -> Option<Request<Body>> {
+        match self {
+            Replay::Own(kept) => kept.into_request(),
+            Replay::Lent(kept) => kept.to_request(),
+        }
     }
 }
