@@ -28,14 +28,14 @@
 //!    dropped, which closes its connection (module `body`). Neither is ever left open.
 //! 6. **Time.** The request timeout ([`ClientBuilder::request_timeout`]) covers the whole
 //!    chain, every hop and the reading of the bodies thrown away, up to the head of the
-//!    final response: `Client::send` times the first exchange and then the boxed [`chain`].
+//!    final response: `Client::send` times the first exchange and then the boxed `chain`.
 //! 7. **The final URL.** A response reached through at least one redirect carries its URL as
 //!    the extension [`ResponseUrl`]; one without it came from the URL requested. (Always
 //!    adding it would cost every request an allocation or two for a fact the caller has.)
 //!
 //! What this costs a request that is not redirected: a copy of its URI, header map,
 //! extensions (the last two only when not empty) and in-memory body (a reference count),
-//! kept to make the next hop ([`Kept`], which the exchange's retries borrow instead of
+//! kept to make the next hop (`Kept`, which the exchange's retries borrow instead of
 //! copying the request again); the chain's own state is boxed, made only for a redirect.
 //! Measured (callgrind, the http suite's client_keepalive client, keep-alive GETs): 21,135
 //! instructions a request before redirects, 21,524 with them. [`Policy::none`] keeps nothing.
