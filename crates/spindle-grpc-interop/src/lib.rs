@@ -21,6 +21,7 @@ pub mod pb {
 
 pub mod args;
 pub mod cases;
+pub mod compression;
 pub mod counted;
 mod echo_metadata;
 pub mod grpc_testing;

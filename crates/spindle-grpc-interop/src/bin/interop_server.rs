@@ -1,10 +1,9 @@
 //! The gRPC interop server on spindle-grpc: `grpc.testing.TestService` over HTTP/2 on
 //! loopback TCP, for the official interop clients (`interop_server --port 10000`; over TLS
-//! with `--use_tls --tls_cert_file PEM --tls_key_file PEM`, grpc-go's flags).
+//! with `--use_tls --tls_cert_file PEM --tls_key_file PEM`, grpc-go's flags). It reads gzip and
+//! answers with it where a request asks (`grpc_testing::server`).
 
-use spindle_grpc_interop::grpc_testing::pb::test_service_server::TestServiceServer;
-use spindle_grpc_interop::grpc_testing::InteropService;
-use spindle_grpc_interop::EchoMetadata;
+use spindle_grpc_interop::grpc_testing::{self, InteropService};
 
 fn main() {
     let known = ["port", "use_tls", "host", "tls_cert_file", "tls_key_file"];
@@ -47,7 +46,7 @@ fn main() {
     let rt = spindle::Builder::new().worker_threads(1).build().expect("a spindle runtime");
     rt.block_on(move || {
         let service = InteropService::new(|d| Box::pin(spindle::time::sleep_future(d)));
-        let channel = spindle_grpc::Channel::new().add_service(EchoMetadata(TestServiceServer::new(service)));
+        let channel = spindle_grpc::Channel::new().add_service(grpc_testing::server(service));
         let listener = match spindle::net::TcpListener::bind((host.as_str(), port)) {
             Ok(l) => l,
             Err(e) => {
