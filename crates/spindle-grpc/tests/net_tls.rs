@@ -5,6 +5,9 @@
 
 mod net;
 
+#[path = "../../spindle/tests/support/test_ca.rs"]
+mod test_ca;
+
 use std::io::Read;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
@@ -13,36 +16,7 @@ use net::{start, wait_until, Net};
 use spindle_grpc::{ClientTlsConfig, Endpoint, RemoteChannel, ServerTlsConfig};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::*;
-
-/// A certificate authority and what it signs.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        Ca { cert, key }
-    }
-
-    fn pem(&self) -> String {
-        self.cert.pem()
-    }
-
-    /// A leaf certificate for `names`, signed by this authority: (certificate PEM, key PEM).
-    fn issue(&self, names: &[&str]) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let params = rcgen::CertificateParams::new(names).unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
+use test_ca::Ca;
 
 /// A TLS server (certificate for "localhost" from `ca`) with the conformance service.
 fn tls_server(ca: &Ca, configure: impl FnOnce(ServerTlsConfig) -> ServerTlsConfig) -> Net {

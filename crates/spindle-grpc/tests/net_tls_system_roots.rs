@@ -10,11 +10,16 @@ mod net;
 
 #[path = "../../spindle/tests/support/child_test.rs"]
 mod child_test;
+#[path = "../../spindle/tests/support/log_capture.rs"]
+mod log_capture;
+#[path = "../../spindle/tests/support/test_ca.rs"]
+mod test_ca;
 
+use log_capture::Capture;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
+use test_ca::Ca;
 
 use spindle_grpc::{ClientTlsConfig, Endpoint, RemoteChannel, ServerTlsConfig};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
@@ -30,31 +35,6 @@ const FILES: &str = "SPINDLE_TEST_ROOTS_FILES";
 /// The hang guard of a child (it normally ends within a second or two).
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// A certificate authority and what it signs.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        Ca { cert, key }
-    }
-
-    /// A leaf certificate for `name`, signed by this authority: (certificate PEM, key PEM).
-    fn issue(&self, name: &str) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
 /// Two TLS servers with the conformance service, certificates for `localhost` from one CA (the
 /// second requires a client certificate from a client CA), and the PEM files.
 struct Fixture {
@@ -69,7 +49,7 @@ impl Fixture {
     fn new() -> Fixture {
         let ca = Ca::new("spindle-grpc test CA");
         let client_ca = Ca::new("spindle-grpc client CA");
-        let (cert, key) = ca.issue("localhost");
+        let (cert, key) = ca.issue(&["localhost"]);
         let tls = ServerTlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
         let server = net::start(move |s| s.tls(tls));
         let mtls = ServerTlsConfig::from_pem_with_client_auth(
@@ -82,7 +62,7 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.pem"), ca.cert.pem()).unwrap();
         std::fs::write(dir.path().join("other-ca.pem"), Ca::new("another CA").cert.pem()).unwrap();
-        let (client_cert, client_key) = client_ca.issue("client");
+        let (client_cert, client_key) = client_ca.issue(&["client"]);
         std::fs::write(dir.path().join("client.pem"), client_cert).unwrap();
         std::fs::write(dir.path().join("client.key"), client_key).unwrap();
         let empty_dir = dir.path().join("empty");
@@ -228,7 +208,7 @@ fn native_roots_with_identity_for_mutual_tls() {
         let anonymous = client.connect(anonymous.connect_timeout(Duration::from_secs(2)));
         assert!(anonymous.is_err() || client.unary(&anonymous.unwrap(), 1).is_err());
         // A key that is not the certificate's is refused at once.
-        let (_, other_key) = Ca::new("unrelated").issue("client");
+        let (_, other_key) = Ca::new("unrelated").issue(&["client"]);
         let err =
             ClientTlsConfig::native_roots_with_identity(&Client::file("client.pem"), other_key.as_bytes())
                 .unwrap_err();
@@ -267,23 +247,7 @@ fn no_system_root_is_an_error_naming_the_fixes() {
 }
 
 /// The warnings the child's logger saw from spindle-grpc.
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn && metadata.target().starts_with("spindle_grpc")
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            WARNINGS.lock().unwrap().push(record.args().to_string());
-        }
-    }
-
-    fn flush(&self) {}
-}
+static CAPTURE: Capture = Capture::new("spindle_grpc");
 
 /// A directory in `SSL_CERT_DIR` that does not exist, beside the CA in `SSL_CERT_FILE`: the CA
 /// is used and the unreadable part logged once, although four channels connect at once.
@@ -291,7 +255,7 @@ impl log::Log for Capture {
 fn a_partial_load_goes_on_and_warns_once() {
     const TEST: &str = "a_partial_load_goes_on_and_warns_once";
     if child_test::role().is_some() {
-        log::set_logger(&Capture).unwrap();
+        log::set_logger(&CAPTURE).unwrap();
         log::set_max_level(log::LevelFilter::Warn);
         let client = Client::new();
         let port = Client::port(PORT);
@@ -306,7 +270,7 @@ fn a_partial_load_goes_on_and_warns_once() {
         for channel in &channels {
             assert_eq!(client.unary(channel, 2).unwrap(), 2);
         }
-        let warnings = WARNINGS.lock().unwrap().clone();
+        let warnings = CAPTURE.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("no-such-dir"), "{warnings:?}");
         child_test::done(TEST);

@@ -7,11 +7,16 @@
 
 #[path = "../../spindle/tests/support/child_test.rs"]
 mod child_test;
+#[path = "../../spindle/tests/support/log_capture.rs"]
+mod log_capture;
+#[path = "../../spindle/tests/support/test_ca.rs"]
+mod test_ca;
 
+use log_capture::Capture;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
+use test_ca::Ca;
 
 use spindle_http::{Body, Client, ClientErrorKind, Request, Response, Server, TlsConfig};
 
@@ -21,31 +26,6 @@ const URL: &str = "SPINDLE_TEST_ROOTS_URL";
 const CA_FILE: &str = "SPINDLE_TEST_ROOTS_CA";
 /// The hang guard of a child (it normally ends within a second).
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A certificate authority and what it signs.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        Ca { cert, key }
-    }
-
-    /// A certificate for `localhost` signed by this authority: (certificate PEM, key PEM).
-    fn issue_localhost(&self) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
 
 /// An HTTPS server with a certificate from a CA of its own, the CA's PEM in a file, another
 /// CA's in another, and an empty directory.
@@ -61,7 +41,7 @@ struct Fixture {
 impl Fixture {
     fn new() -> Fixture {
         let ca = Ca::new("spindle-http test CA");
-        let (cert, key) = ca.issue_localhost();
+        let (cert, key) = ca.issue(&["localhost"]);
         let server = Server::builder()
             .tls(TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap())
             .serve("127.0.0.1:0", |req: Request<Body>| {
@@ -185,23 +165,7 @@ fn no_system_root_is_a_tls_error_naming_the_fixes() {
 }
 
 /// The warnings the child's logger saw from spindle-http.
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn && metadata.target().starts_with("spindle_http")
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            WARNINGS.lock().unwrap().push(record.args().to_string());
-        }
-    }
-
-    fn flush(&self) {}
-}
+static CAPTURE: Capture = Capture::new("spindle_http");
 
 /// A directory in `SSL_CERT_DIR` that does not exist, beside the CA in `SSL_CERT_FILE`: the
 /// CA is used and the unreadable part logged once, although four clients connect at once
@@ -210,7 +174,7 @@ impl log::Log for Capture {
 fn a_partial_load_goes_on_and_warns_once() {
     const TEST: &str = "a_partial_load_goes_on_and_warns_once";
     if child_test::role().is_some() {
-        log::set_logger(&Capture).unwrap();
+        log::set_logger(&CAPTURE).unwrap();
         log::set_max_level(log::LevelFilter::Warn);
         let url = url();
         let bodies = runtime().block_on(move || {
@@ -223,7 +187,7 @@ fn a_partial_load_goes_on_and_warns_once() {
             fibers.into_iter().map(|f| f.join().unwrap()).collect::<Vec<_>>()
         });
         assert_eq!(bodies, vec!["hello over HTTP/2.0"; 4]);
-        let warnings = WARNINGS.lock().unwrap().clone();
+        let warnings = CAPTURE.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("no-such-dir"), "{warnings:?}");
         child_test::done(TEST);
