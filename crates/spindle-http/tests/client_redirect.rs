@@ -41,7 +41,9 @@ fn server() -> (Server, Hits) {
         .serve("127.0.0.1:0", move |req: Request<Body>| {
             let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
             seen.lock().unwrap().push(format!("{} {path}", req.method()));
-            let host = req.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or("?").to_owned();
+            // HTTP/2 carries the authority in the URI (`:authority`), HTTP/1.1 in `Host`.
+            let host = req.headers().get("host").and_then(|h| h.to_str().ok()).map(str::to_owned);
+            let host = host.or_else(|| req.uri().authority().map(|a| a.to_string())).unwrap_or("?".into());
             match path.as_str() {
                 "/rel/start" => redirect(302, "step"),
                 "/rel/step" => redirect(301, "?q=1"),
@@ -126,6 +128,44 @@ fn absolute_location_is_followed_and_the_final_url_reported() {
     assert_eq!(final_url.unwrap().uri().to_string(), format!("{base}/final"));
     assert_eq!(direct_url, None);
     assert_eq!(hits(&seen), ["GET /to-absolute", "GET /final", "GET /final"]);
+    server.shutdown();
+}
+
+#[test]
+fn redirects_over_http2_follow_the_same_rules() {
+    // The server answers HTTP/2 by prior knowledge on the same port; each hop is a stream of
+    // the one multiplexed connection.
+    let (server, seen) = server();
+    let base = format!("http://{}", server.local_addr());
+    let client = Client::builder().http2_prior_knowledge(true).build();
+    let (url, post) = (format!("{base}/rel/start"), format!("{base}/r/302?to=/echo"));
+    let (version, text, final_url, echoed) = runtime().block_on(move || {
+        let res = client.get(&url).unwrap();
+        let version = res.version();
+        let final_url = res.extensions().get::<ResponseUrl>().map(|u| u.to_string());
+        let text = res.into_body().text().unwrap();
+        // A POST on 302 becomes a GET without body here too.
+        let req =
+            Request::post(post).header("content-type", "text/plain").body(Body::from("payload")).unwrap();
+        let echoed = client.request(req).unwrap().into_body().text().unwrap();
+        (version, text, final_url, echoed)
+    });
+    assert_eq!(version, spindle_http::Version::HTTP_2);
+    assert_eq!(text, "done");
+    assert_eq!(final_url, Some(format!("{base}/final")));
+    assert!(echoed.starts_with("GET [] - - "), "{echoed}");
+    assert_eq!(
+        hits(&seen),
+        [
+            "GET /rel/start",
+            "GET /rel/step",
+            "GET /rel/step?q=1",
+            "GET /abs/x",
+            "GET /final",
+            "POST /r/302?to=/echo",
+            "GET /echo"
+        ]
+    );
     server.shutdown();
 }
 
