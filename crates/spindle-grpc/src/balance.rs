@@ -35,7 +35,8 @@
 //! - **Never hang.** `poll_ready` is pending only while some child it could use is full. Before
 //!   it looks a second time, it registers with every child's permit waiters, which each child
 //!   wakes at every permit release and every change of its connection state (module `client`):
-//!   the release or the change that lets it through wakes it. A call waits only as a
+//!   the release or the change that lets it through wakes it. A task is listed once however
+//!   often it polls before it is woken. A call waits only as a
 //!   `RemoteChannel` call does, on one child. When every child is down, calls fail at once.
 //! - **Idle children reconnect.** A `RemoteChannel` replaces a lost connection only when a call
 //!   wants one, and a balancer that sends calls only to connected children would never want
@@ -215,7 +216,14 @@ impl Balanced {
     /// Wakes `waker` at the next permit release or change of state of any child (module docs,
     /// "Never hang").
     fn register(&self, waker: &Waker) {
-        lock(&self.waiters.0).push(waker.clone());
+        {
+            // Once per task: a task polled again before a wake-up (a spurious wake) must not
+            // grow the list.
+            let mut waiters = lock(&self.waiters.0);
+            if !waiters.iter().any(|w| w.will_wake(waker)) {
+                waiters.push(waker.clone());
+            }
+        }
         for (child, relay) in self.children.iter().zip(self.relays.iter()) {
             if !relay.armed.swap(true, Ordering::AcqRel) {
                 child.wake_on_change(Waker::from(relay.clone()));
@@ -326,5 +334,53 @@ impl tower_service::Service<http::Request<Body>> for BalancedChannel {
         };
         let mut child = child;
         tower_service::Service::call(&mut child, request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A task that polls `poll_ready` again before it is woken (a spurious wake, a `select!`)
+    /// is registered once, not once per poll; one relay per child is armed, once.
+    #[test]
+    fn a_waiter_polled_again_is_registered_once() {
+        let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+        let endpoints: Vec<Endpoint> = (0..3)
+            .map(|i| Endpoint::new(format!("http://127.0.0.1:{}", 1 + i)).unwrap().handle(rt.handle()))
+            .collect();
+        // Not `BalancedChannel::new`: no child starts connecting, so nothing wakes meanwhile.
+        let children: Box<[RemoteChannel]> = endpoints.iter().map(|e| e.connect_lazy().unwrap()).collect();
+        let waiters = Arc::new(Waiters::default());
+        let relays = children
+            .iter()
+            .map(|_| Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() }))
+            .collect();
+        let balanced = Balanced { children, next: AtomicUsize::new(0), waiters, relays };
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        for _ in 0..100 {
+            balanced.register(&waker);
+        }
+        assert_eq!(lock(&balanced.waiters.0).len(), 1, "the waiter list grew with each poll");
+        assert!(balanced.relays.iter().all(|r| r.armed.load(Ordering::SeqCst)));
+        // A permit released on each child (reserved, then dropped) wakes the task once,
+        // through the first relay.
+        for child in balanced.children.iter() {
+            drop(child.try_reserved().expect("a free permit"));
+        }
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(lock(&balanced.waiters.0).is_empty());
     }
 }
