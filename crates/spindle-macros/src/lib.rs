@@ -3,7 +3,9 @@
 //!
 //! The body runs in the runtime's `block_on` fiber: a plain `fn` in blocking style, an
 //! `async fn` as a future polled in that fiber. Its return value (which must be `Send`) is the
-//! function's. Arguments: `worker_threads = N` (default: one per core).
+//! function's. Arguments: `worker_threads = N` (default: one per core), or
+//! `flavor = "local"` (alias `"current_thread"`, tokio's name): a `spindle::LocalRuntime`,
+//! whose one worker is the calling thread (no worker thread is started).
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -33,6 +35,11 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// async fn answers() {
 ///     spindle::task::yield_now().await;
 /// }
+///
+/// #[spindle::test(flavor = "local")] // the test's own thread is the one worker
+/// fn on_this_thread() {
+///     assert_eq!(spindle::spawn(|| 1).join().unwrap(), 1);
+/// }
 /// ```
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -42,6 +49,7 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 
 fn expand(args: TokenStream, mut input: ItemFn, is_test: bool) -> syn::Result<proc_macro2::TokenStream> {
     let mut workers: Option<Expr> = None;
+    let mut local = false;
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse(args)?;
     for meta in metas {
         match &meta {
@@ -53,13 +61,35 @@ fn expand(args: TokenStream, mut input: ItemFn, is_test: bool) -> syn::Result<pr
                 }
                 workers = Some(nv.value.clone());
             }
+            Meta::NameValue(nv) if nv.path.is_ident("flavor") => {
+                let flavor = match &nv.value {
+                    Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => s.value(),
+                    _ => String::new(),
+                };
+                match flavor.as_str() {
+                    "local" | "current_thread" => local = true,
+                    "multi_thread" => local = false,
+                    _ => {
+                        return Err(syn::Error::new_spanned(
+                            &nv.value,
+                            "flavor takes \"local\" (alias \"current_thread\") or \"multi_thread\"",
+                        ))
+                    }
+                }
+            }
             _ => {
                 return Err(syn::Error::new_spanned(
                     &meta,
-                    "unknown argument; spindle::main / spindle::test take `worker_threads = N`",
+                    "unknown argument; spindle::main / spindle::test take `worker_threads = N` and `flavor = \"local\"`",
                 ))
             }
         }
+    }
+    if local && workers.is_some() {
+        return Err(syn::Error::new_spanned(
+            workers.as_ref(),
+            "a local runtime's one worker is the calling thread: drop worker_threads, or the local flavor",
+        ));
     }
     if !input.sig.inputs.is_empty() {
         return Err(syn::Error::new_spanned(
@@ -77,6 +107,11 @@ fn expand(args: TokenStream, mut input: ItemFn, is_test: bool) -> syn::Result<pr
         quote! { move || #body }
     };
     let workers = workers.map(|n| quote! { .worker_threads(#n) });
+    let build = if local {
+        quote! { build_local }
+    } else {
+        quote! { build }
+    };
     let test_attr = is_test.then(|| quote! { #[::core::prelude::v1::test] });
     let attrs = &input.attrs;
     let vis = &input.vis;
@@ -87,7 +122,7 @@ fn expand(args: TokenStream, mut input: ItemFn, is_test: bool) -> syn::Result<pr
         #vis #sig {
             let runtime = ::spindle::Builder::new()
                 #workers
-                .build()
+                .#build()
                 .expect("failed to build the spindle runtime");
             runtime.block_on(#run)
         }

@@ -57,7 +57,7 @@ pub mod time;
 
 pub use error::{CancelReason, Cancelled, JoinError};
 pub use fiber::{spawn, yield_now, JoinHandle};
-pub use runtime::{BlockOn, Builder, Handle, Runtime, RuntimeClosed};
+pub use runtime::{BlockOn, Builder, Handle, LocalRuntime, Runtime, RuntimeClosed};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
 pub use sched::DEFAULT_STACK_SIZE;
 /// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime (crate `spindle-macros`).

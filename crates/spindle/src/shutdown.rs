@@ -117,6 +117,12 @@ pub(crate) fn enter_worker(token: ShutdownToken) {
     CURRENT.with(|c| *c.borrow_mut() = Some(token));
 }
 
+/// Makes `token` the current thread's and returns the one it had (a local runtime's thread,
+/// around its `block_on`).
+pub(crate) fn swap_current(token: Option<ShutdownToken>) -> Option<ShutdownToken> {
+    CURRENT.with(|c| c.replace(token))
+}
+
 impl ShutdownToken {
     /// A token of its own, not tied to a runtime (each runtime has one: see
     /// [`Runtime::shutdown_token`](crate::Runtime::shutdown_token)).

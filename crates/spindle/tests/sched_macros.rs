@@ -14,6 +14,19 @@ async fn an_async_test_body_is_awaited() {
     spindle::time::sleep_future(Duration::from_millis(1)).await;
 }
 
+/// The local flavour: the test's own thread runs the body and what it spawns.
+#[spindle::test(flavor = "local")]
+fn a_local_test_runs_on_the_test_thread() {
+    let me = std::thread::current().id();
+    assert_eq!(spindle::spawn(|| std::thread::current().id()).join().unwrap(), me);
+}
+
+#[spindle::test(flavor = "current_thread")]
+async fn current_thread_is_the_local_flavour() {
+    let me = std::thread::current().id();
+    assert_eq!(spindle::spawn(|| std::thread::current().id()).await.unwrap(), me);
+}
+
 #[spindle::test]
 fn a_test_may_return_a_result() -> Result<(), String> {
     let (tx, rx) = spindle::sync::channel(1);

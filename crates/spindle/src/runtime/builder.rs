@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use super::{Runtime, Services};
+use super::{LocalRuntime, Runtime, Services};
 use crate::fiber;
 use crate::fiber::stack::normalize_size;
 use crate::sched::worker::{Worker, WorkerShared};
@@ -131,50 +131,8 @@ impl Builder {
 
     /// Starts the worker threads and returns the runtime.
     pub fn build(&self) -> io::Result<Runtime> {
-        static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
-        let config = Config {
-            stack_size: normalize_size(self.stack_size)?,
-            stack_cache: self.stack_cache,
-            stack_keep_warm: self.stack_keep_warm,
-        };
-        fiber::overflow::install_handler();
-        fiber::cancel::install_hook();
-        if let Some(pad) = self.malloc_top_pad {
-            crate::sys::malloc::set_top_pad(pad);
-        }
-        let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
         let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
-        let workers =
-            (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
-        let io = if n >= 2 {
-            let io = crate::reactor::shared_io::SharedIo::new()?;
-            for w in &workers {
-                w.driver.add_shared(&io.driver)?;
-            }
-            Some(io)
-        } else {
-            None
-        };
-        let shared = Arc::new(RuntimeShared {
-            id,
-            config,
-            workers,
-            io,
-            injector: crossbeam_deque::Injector::new(),
-            task_injector: crossbeam_deque::Injector::new(),
-            idle: idle::IdleSet::new(n),
-            closed: AtomicBool::new(false),
-            started: std::time::Instant::now(),
-            spawn_gate: std::sync::RwLock::new(false),
-        });
-        let services = Arc::new(Services {
-            blocking: Arc::new(crate::blocking::BlockingPool::new(
-                self.max_blocking_threads,
-                self.blocking_keep_alive,
-                format!("{}-blocking", self.thread_name),
-            )),
-            shutdown: crate::shutdown::ShutdownToken::new(),
-        });
+        let (shared, services) = self.parts(n)?;
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
             let (rt, worker_services) = (shared.clone(), services.clone());
@@ -207,5 +165,80 @@ impl Builder {
             _ => None,
         };
         Ok(Runtime { shared, services, threads, watchdog })
+    }
+
+    /// Builds a [`LocalRuntime`]: one worker, which is the thread calling its `block_on`,
+    /// and no threads started (module docs of [`LocalRuntime`]). Every setting applies but
+    /// [`long_running_budget`](Self::long_running_budget) (its watchdog is a thread; a local
+    /// runtime has none) and [`thread_name`](Self::thread_name) (only the blocking pool's
+    /// threads are named).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if [`worker_threads`](Self::worker_threads) asked for more than one:
+    /// a local runtime's one worker is its thread. Otherwise as [`build`](Self::build).
+    pub fn build_local(&self) -> io::Result<LocalRuntime> {
+        if self.worker_threads.is_some_and(|n| n > 1) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "Builder::build_local: a local runtime has one worker, the thread calling block_on; \
+                 worker_threads must be 1 or unset (use build for a pool of workers)",
+            ));
+        }
+        let (shared, services) = self.parts(1)?;
+        Ok(LocalRuntime::new_on_this_thread(Runtime {
+            shared,
+            services,
+            threads: Vec::new(),
+            watchdog: None,
+        }))
+    }
+
+    /// What every runtime has: the shared state of `n` workers and the services.
+    fn parts(&self, n: usize) -> io::Result<(Arc<RuntimeShared>, Arc<Services>)> {
+        static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
+        let config = Config {
+            stack_size: normalize_size(self.stack_size)?,
+            stack_cache: self.stack_cache,
+            stack_keep_warm: self.stack_keep_warm,
+        };
+        fiber::overflow::install_handler();
+        fiber::cancel::install_hook();
+        if let Some(pad) = self.malloc_top_pad {
+            crate::sys::malloc::set_top_pad(pad);
+        }
+        let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
+        let workers =
+            (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
+        let io = if n >= 2 {
+            let io = crate::reactor::shared_io::SharedIo::new()?;
+            for w in &workers {
+                w.driver.add_shared(&io.driver)?;
+            }
+            Some(io)
+        } else {
+            None
+        };
+        let shared = Arc::new(RuntimeShared {
+            id,
+            config,
+            workers,
+            io,
+            injector: crossbeam_deque::Injector::new(),
+            task_injector: crossbeam_deque::Injector::new(),
+            idle: idle::IdleSet::new(n),
+            closed: AtomicBool::new(false),
+            started: std::time::Instant::now(),
+            spawn_gate: std::sync::RwLock::new(false),
+        });
+        let services = Arc::new(Services {
+            blocking: Arc::new(crate::blocking::BlockingPool::new(
+                self.max_blocking_threads,
+                self.blocking_keep_alive,
+                format!("{}-blocking", self.thread_name),
+            )),
+            shutdown: crate::shutdown::ShutdownToken::new(),
+        });
+        Ok((shared, services))
     }
 }

@@ -1,5 +1,7 @@
 //! The runtime: worker threads started when it is built, each an event loop running fibers
-//! and tasks; and what a user holds of it ([`Runtime`], [`Handle`], [`Builder`]).
+//! and tasks; and what a user holds of it ([`Runtime`], [`Handle`], [`Builder`]). A
+//! [`LocalRuntime`] (module `local`) has no worker thread: its one worker is the thread in
+//! its `block_on`.
 //!
 //! M:N: `worker_threads` workers, all started when the runtime is built, each an event loop
 //! with its own run queue, reactor, timers and stack pool (module `sched`). New fibers carry
@@ -20,6 +22,7 @@
 pub(crate) mod block_on;
 mod builder;
 pub(crate) mod handle;
+mod local;
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -29,6 +32,7 @@ use std::thread;
 pub use block_on::{Async, BlockOn, Closure};
 pub use builder::Builder;
 pub use handle::{Handle, RuntimeClosed};
+pub use local::LocalRuntime;
 
 use crate::blocking::BlockingPool;
 use crate::error::Cancelled;
@@ -106,6 +110,27 @@ std::thread_local! {
 fn enter_worker(services: Arc<Services>) {
     crate::shutdown::enter_worker(services.shutdown.clone());
     SERVICES.with(|s| *s.borrow_mut() = Some(services));
+}
+
+/// Makes `services` this thread's for as long as the guard lives, then puts back what the
+/// thread had (a [`LocalRuntime`]'s thread is its worker only inside `block_on`).
+fn enter_services(services: Arc<Services>) -> ServicesGuard {
+    let token = crate::shutdown::swap_current(Some(services.shutdown.clone()));
+    let services = SERVICES.with(|s| s.replace(Some(services)));
+    ServicesGuard { services, token }
+}
+
+/// What [`enter_services`] replaced.
+struct ServicesGuard {
+    services: Option<Arc<Services>>,
+    token: Option<ShutdownToken>,
+}
+
+impl Drop for ServicesGuard {
+    fn drop(&mut self) {
+        crate::shutdown::swap_current(self.token.take());
+        SERVICES.with(|s| *s.borrow_mut() = self.services.take());
+    }
 }
 
 /// The services of the runtime whose worker runs the caller, if the caller is on a worker.

@@ -6,17 +6,17 @@
 use std::time::{Duration, Instant};
 
 use spindle::sync::WaitGroup;
-use spindle::{JoinHandle, Runtime};
+use spindle::{JoinHandle, LocalRuntime};
 
 use crate::{rss_bytes, Alloc, Competitor};
 
 pub struct Spindle {
-    rt: Runtime,
+    rt: LocalRuntime,
 }
 
 impl Spindle {
     pub fn new() -> Spindle {
-        let rt = spindle::Builder::new().worker_threads(1).build().expect("build the spindle runtime");
+        let rt = spindle::Builder::new().build_local().expect("build the spindle runtime");
         Spindle { rt }
     }
 }

@@ -11,7 +11,7 @@ use crate::Result;
 
 /// spindle-grpc: the generated client on spindle-grpc's in-process Channel, serving the same
 /// [`Echo`]. Calls made from the runtime's worker run their handler there.
-pub(crate) fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::Channel> {
+pub(crate) fn spindle_grpc(rt: &SpindleRt) -> BenchClient<spindle_grpc::Channel> {
     BenchClient::new(
         spindle_grpc::Channel::new().with_handle(rt.handle()).add_service(BenchServer::new(Echo)),
     )
@@ -19,7 +19,7 @@ pub(crate) fn spindle_grpc(rt: &spindle::Runtime) -> BenchClient<spindle_grpc::C
 
 /// spindle-grpc-typed: the typed client on spindle-grpc's in-process Channel with
 /// `BenchServer<Echo>` registered typed: messages moved, never encoded.
-pub(crate) fn spindle_grpc_typed(rt: &spindle::Runtime) -> Result<TypedBenchClient<spindle_grpc::Channel>> {
+pub(crate) fn spindle_grpc_typed(rt: &SpindleRt) -> Result<TypedBenchClient<spindle_grpc::Channel>> {
     let channel =
         spindle_grpc::Channel::new().with_handle(rt.handle()).add_typed_service(BenchServer::new(Echo));
     let client = TypedBenchClient::new(channel);
@@ -41,13 +41,45 @@ pub(crate) fn spindle_grpc_tcp() -> Result<BenchClient<spindle_grpc::RemoteChann
     Ok(BenchClient::new(spindle::task::block_on(endpoint.connect())?))
 }
 
-/// Runs `suite` as a task on a spindle runtime (one worker for `spindle-grpc`, the single-core
-/// comparable of tokio's current_thread runtime) and waits for it from this thread.
+/// The spindle runtime a competitor runs on: for one worker a `spindle::LocalRuntime` (this
+/// thread is the worker, no worker thread: the single-core comparable of tokio's
+/// current_thread runtime), for more a runtime with that many worker threads.
+pub(crate) enum SpindleRt {
+    Local(spindle::LocalRuntime),
+    Pool(spindle::Runtime),
+}
+
+impl SpindleRt {
+    pub(crate) fn new(workers: usize) -> Result<SpindleRt> {
+        Ok(match workers {
+            1 => SpindleRt::Local(spindle::Builder::new().build_local()?),
+            n => SpindleRt::Pool(spindle::Builder::new().worker_threads(n).build()?),
+        })
+    }
+
+    pub(crate) fn handle(&self) -> spindle::Handle {
+        match self {
+            SpindleRt::Local(rt) => rt.handle(),
+            SpindleRt::Pool(rt) => rt.handle(),
+        }
+    }
+
+    /// Runs `f` in a fiber of the runtime and returns its result.
+    pub(crate) fn block_on<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        match self {
+            SpindleRt::Local(rt) => rt.block_on(f),
+            SpindleRt::Pool(rt) => rt.block_on(f),
+        }
+    }
+}
+
+/// Runs `suite` as a task spawned on the runtime and waits for it (as `on_tokio` spawns it
+/// on tokio's).
 pub(crate) fn on_spindle(
     suite: impl Future<Output = Result<()>> + Send + 'static,
-    rt: spindle::Runtime,
+    rt: SpindleRt,
 ) -> Result<()> {
-    let result = rt.handle().spawn_async(suite).join();
+    let result = rt.block_on(move || spindle::task::spawn_async(suite).join());
     drop(rt);
     match result {
         Ok(out) => out,

@@ -13,19 +13,20 @@
 //!   `tonic::transport::Channel` on the other (HTTP/2 in memory).
 //! * `tonic-tcp`: a tonic `Server` on `127.0.0.1:0`, a `Channel` over loopback.
 //! * `spindle-grpc`: spindle-grpc's in-process `Channel` with `BenchServer<Echo>` registered,
-//!   the suite running as a task on a one-worker spindle runtime (the handler runs in the
-//!   caller's call on that worker); `--workers N` gives the runtime N workers.
+//!   the suite running as a task on a `spindle::LocalRuntime` (this thread is its one worker,
+//!   no worker thread, as tokio's current_thread runtime; the handler runs in the caller's
+//!   call on that worker); `--workers N` (N > 1) gives it a runtime of N worker threads.
 //! * `spindle-grpc-mt`: the same on a runtime with a worker per core (like Go's default
 //!   GOMAXPROCS); the concurrent callers, spawned as tasks, spread over the workers by work
 //!   stealing, and each call runs its handler on its caller's worker.
 //! * `spindle-grpc-typed`: spindle-grpc's typed fast path: `BenchServer<Echo>` registered with
 //!   `add_typed_service` and the typed client that spindle-grpc-build generates beside tonic's
-//!   (`pb::bench_typed::BenchClient`) on the same one-worker runtime: the client's messages are
+//!   (`pb::bench_typed::BenchClient`) on the same local runtime: the client's messages are
 //!   moved into the handler and back, never encoded.
 //! * `spindle-grpc-tcp`: spindle-grpc's network `Server` on `127.0.0.1:0` and a
 //!   `RemoteChannel` over loopback (HTTP/2 by hyper on spindle sockets, one connection), on a
-//!   one-worker spindle runtime that runs server, client and callers (the single-core
-//!   comparable of tonic-tcp on current_thread); `--workers N` gives it N workers.
+//!   local runtime that runs server, client and callers (the single-core comparable of
+//!   tonic-tcp on current_thread); `--workers N` (N > 1) gives it N worker threads.
 //!
 //! Every competitor runs the same client code, [`run_suite`], which is generic over the
 //! client ([`Api`](seams::Api): tonic's generated client on any [`Transport`](seams::Transport), or the typed client) and
@@ -52,6 +53,7 @@ use std::time::Duration;
 
 use competitors::{
     on_spindle, spindle_grpc, spindle_grpc_tcp, spindle_grpc_typed, tonic_direct, tonic_duplex, tonic_tcp,
+    SpindleRt,
 };
 use seams::{Spindle, Tokio};
 use suite::{run_suite, Config, Out};
@@ -163,17 +165,17 @@ fn main() {
             on_tokio(&runtime, async move { run_suite(Tokio, tonic_tcp().await?, cfg, &out).await })
         }
         "spindle-grpc" | "spindle-grpc-mt" => (|| {
-            let rt = spindle::Builder::new().worker_threads(workers).build()?;
+            let rt = SpindleRt::new(workers)?;
             let client = spindle_grpc(&rt);
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),
         "spindle-grpc-typed" => (|| {
-            let rt = spindle::Builder::new().worker_threads(workers).build()?;
+            let rt = SpindleRt::new(workers)?;
             let client = spindle_grpc_typed(&rt)?;
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),
         "spindle-grpc-tcp" => (|| {
-            let rt = spindle::Builder::new().worker_threads(workers).build()?;
+            let rt = SpindleRt::new(workers)?;
             let client = rt.block_on(spindle_grpc_tcp)?;
             on_spindle(async move { run_suite(Spindle, client, cfg, &out).await }, rt)
         })(),

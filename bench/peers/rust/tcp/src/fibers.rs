@@ -160,11 +160,16 @@ fn body(o: &Opts) {
     run_blocking(o, &BlockingCases { bind_loop, bind_concurrent, accept_connect, pingpong, idle_conns });
 }
 
-/// `workers`: worker threads (0: spindle's default, one per CPU); `idle`: what holds an idle
-/// connection.
-pub fn run(o: &'static Opts, workers: usize, idle: Idle) {
+/// `workers`: worker threads (0: spindle's default, one per CPU); `local`: a
+/// `spindle::LocalRuntime` instead (no worker thread: this thread is the one worker);
+/// `idle`: what holds an idle connection.
+pub fn run(o: &'static Opts, workers: usize, local: bool, idle: Idle) {
     assert!(IDLE.set(idle).is_ok(), "fibers::run runs once");
     let mut builder = spindle::Builder::new();
+    if local {
+        let rt = builder.build_local().expect("runtime");
+        return rt.block_on(move || body(o));
+    }
     if workers > 0 {
         builder.worker_threads(workers);
     }

@@ -10,8 +10,11 @@
 //!   idle_conns      N connections, each server end held by its own thread (64 KiB stack) /
 //!                   task blocked in read; runs first so the baseline is the fresh process
 //!
-//! Usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N]
+//! Usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi|local] [--workers N]
 //!                 [--idle task|fiber] [--quick] [--case NAME]
+//!
+//! `--flavor` picks tokio's runtime flavour; for spindle, `local` runs a
+//! `spindle::LocalRuntime` (this thread the one worker, no worker thread).
 
 mod fibers;
 
@@ -321,7 +324,7 @@ fn main() {
             }
             _ => {
                 eprintln!(
-                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi] [--workers N] [--idle task|fiber] [--quick] [--case NAME]"
+                    "usage: tcp-peer --mode thread|tokio|spindle [--flavor current|multi|local] [--workers N] [--idle task|fiber] [--quick] [--case NAME]"
                 );
                 std::process::exit(2);
             }
@@ -339,7 +342,7 @@ fn main() {
     let opts: &'static Opts = Box::leak(Box::new(Opts { competitor, only, counts, fd_limit }));
     match mode.as_str() {
         "thread" => threads::run(opts),
-        "spindle" => fibers::run(opts, workers, idle),
+        "spindle" => fibers::run(opts, workers, flavor == "local", idle),
         _ => tasks::run(opts, flavor == "multi"),
     }
 }

@@ -16,6 +16,7 @@ ctcp = os.path.normpath(os.path.join(here, "../../../c/bin/tcp"))
 COMPETITORS = {
     "c-syscalls": [ctcp],
     "spindle": [f"{rel}/tcp-peer", "--mode", "spindle"],
+    "spindle-local": [f"{rel}/tcp-peer", "--mode", "spindle", "--flavor", "local"],
     "monoio": [f"{rel}/monoio-tcp"],
     "proto-epoll": [f"{rel}/uring-proto", "tcp", "--backend", "epoll"],
     "proto-uring": [f"{rel}/uring-proto", "tcp", "--backend", "uring"],

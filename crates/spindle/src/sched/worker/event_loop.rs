@@ -32,6 +32,15 @@ use crate::sched::metrics::bump;
 use crate::sys::coarse_clock;
 use crate::sys::epoll::Event;
 
+/// How [`Worker::run_loop`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Shutdown: every fiber and task was cancelled.
+    Stopped,
+    /// A fiber asked to leave ([`Worker::leave_soon`]); everything stays for the next run.
+    Left,
+}
+
 /// A busy worker polls its reactor (non-blocking) every this many fiber switches (a power of
 /// two), and every this many task polls without a read of its reactor in between.
 pub(super) const BUSY_POLL_INTERVAL: u32 = 64;
@@ -51,13 +60,25 @@ const READ_FOR_OWNER_AFTER: Duration = Duration::from_micros(500);
 impl Worker {
     /// Runs the scheduler context until shutdown is requested, then cancels what is left.
     pub(crate) fn run(&self) {
+        let exit = self.run_loop();
+        debug_assert_eq!(exit, Exit::Stopped, "a worker thread's loop is left only at shutdown");
+    }
+
+    /// Runs the scheduler context on this thread until shutdown is requested (then cancels
+    /// what is left: [`Exit::Stopped`]) or a fiber calls [`leave_soon`](Self::leave_soon)
+    /// ([`Exit::Left`], everything left in place: "leaving the loop").
+    pub(crate) fn run_loop(&self) -> Exit {
         let _alt = overflow::AltStack::ensure();
         WORKER.with(|w| w.set(self));
         // This thread's idle moments trim its control block cache: it may keep a burst.
         crate::fiber::block_cache::on_worker_thread();
-        loop {
+        let exit = loop {
             if self.stopping.get() {
-                break; // a fiber saw the shutdown between two switches
+                if self.leaving.replace(false) {
+                    self.stopping.set(false);
+                    break Exit::Left;
+                }
+                break Exit::Stopped; // a fiber saw the shutdown between two switches
             }
             self.run_tasks();
             if let Some(next) = self.pop_runnable() {
@@ -72,7 +93,7 @@ impl Worker {
             // otherwise keep the worker from ever seeing the shutdown.
             if self.shared.shutdown.load(Ordering::Acquire) {
                 self.stopping.set(true);
-                break;
+                break Exit::Stopped;
             }
             if self.tasks.has_queued() || self.find_tasks() {
                 continue;
@@ -83,9 +104,20 @@ impl Worker {
                 self.registry.borrow().len()
             );
             self.idle();
+        };
+        if exit == Exit::Stopped {
+            self.cancel_all();
         }
-        self.cancel_all();
         WORKER.with(|w| w.set(std::ptr::null()));
+        exit
+    }
+
+    /// Called by the fiber running on this worker: once it has switched away, the scheduler
+    /// context leaves the loop ("leaving the loop"). A local runtime's `block_on` fiber calls
+    /// it as it ends.
+    pub(crate) fn leave_soon(&self) {
+        self.leaving.set(true);
+        self.stopping.set(true);
     }
 
     /// The scheduler context has nothing to run: fire due timers, then block in the reactor

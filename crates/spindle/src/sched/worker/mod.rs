@@ -112,6 +112,15 @@
 //!   What a thief cannot take is the one task woken during a poll that then runs long:
 //!   tokio's known LIFO pitfall, bounded here by the watchdog's warning about polls over
 //!   `long_running_budget`.
+//! - **Leaving the loop** (a [`LocalRuntime`](crate::LocalRuntime), whose one worker is the
+//!   thread calling its `block_on`). The loop runs only inside `block_on`; the `block_on`
+//!   fiber's end (return or panic) calls [`Worker::leave_soon`], which sets `leaving` with
+//!   `stopping`, so its last switch goes to the scheduler context, which clears both and
+//!   returns instead of cancelling. Nothing else is touched: the registry, the queues and the
+//!   inbox keep every fiber and task, parked or runnable, for the next `block_on` (or the
+//!   runtime's drop, which runs the loop once more to cancel them on this same thread). The
+//!   thread never changes: a `LocalRuntime` is neither `Send` nor `Sync`, so "fibers stay
+//!   home" holds across calls.
 //! - **Batched tasks** (`task::Builder::batched`): a batched task's wake-ups never take the
 //!   LIFO slot; they go to the back of its queue, as on tokio's current-thread scheduler, so
 //!   it runs after the tasks already waiting. spindle-http's connections and HTTP/2 streams
@@ -144,6 +153,7 @@ use crate::fiber::stack_pool::StackPool;
 use crate::sys::epoll::Event;
 use coop::IoBudget;
 pub(crate) use coop::{consume_io_budget, consume_polled_io_budget, poll_io_budget};
+pub(crate) use event_loop::Exit;
 use fiber_queue::FiberQueue;
 pub(crate) use shared::WorkerShared;
 pub(crate) use switch::reschedule;
@@ -210,9 +220,12 @@ pub(crate) struct Worker {
     /// Switches since the last non-blocking poll of the reactor (busy workers poll I/O and
     /// timers every `BUSY_POLL_INTERVAL` switches).
     switches: Cell<u32>,
-    /// Shutdown was seen: every switch goes back to the scheduler context, which stops the
-    /// loop and cancels what is left.
+    /// Shutdown was seen, or a local runtime's `block_on` fiber is done (`leaving`): every
+    /// switch goes back to the scheduler context, which stops or leaves the loop.
     stopping: Cell<bool>,
+    /// Set with `stopping` when the loop is to be left rather than stopped ("leaving the
+    /// loop").
+    leaving: Cell<bool>,
     /// Set while the reactor dispatches wake-ups (timers, epoll): those keep FIFO order.
     dispatching: Cell<bool>,
     /// Socket operations left before the fiber completing one yields (module `coop`).
@@ -245,6 +258,7 @@ impl Worker {
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),
             stopping: Cell::new(false),
+            leaving: Cell::new(false),
             dispatching: Cell::new(false),
             io_budget: IoBudget::new(),
         }
