@@ -304,18 +304,28 @@ pub(crate) fn parse_timeout(value: &http::HeaderValue) -> Option<Duration> {
     })
 }
 
+/// `grpc-timeout`, named once: a lookup by `&str` parses the name on every call (~165
+/// instructions of a unary call in process, callgrind).
+pub(crate) static GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+
+/// The `grpc-timeout` header's value, if any. A request carries a few headers (tonic's
+/// client sends `te` and `content-type`): comparing names is cheaper than hashing one.
+fn timeout_value(headers: &http::HeaderMap) -> Option<&http::HeaderValue> {
+    if headers.len() <= 4 {
+        headers.iter().find(|(name, _)| **name == GRPC_TIMEOUT).map(|(_, value)| value)
+    } else {
+        headers.get(&GRPC_TIMEOUT)
+    }
+}
+
 /// The timeout in a `grpc-timeout` header, if any and valid.
 pub(crate) fn parse_timeout_header(headers: &http::HeaderMap) -> Option<Duration> {
-    parse_timeout(headers.get("grpc-timeout")?)
+    parse_timeout(timeout_value(headers)?)
 }
 
 /// The deadline of a call, from its `grpc-timeout` header.
 pub(crate) fn deadline_of(headers: &http::HeaderMap) -> Option<Instant> {
-    // Most typed calls carry no metadata at all: skip parsing the header name.
-    if headers.is_empty() {
-        return None;
-    }
-    let timeout = parse_timeout(headers.get("grpc-timeout")?)?;
+    let timeout = parse_timeout(timeout_value(headers)?)?;
     Instant::now().checked_add(timeout)
 }
 

@@ -385,8 +385,8 @@ impl RemoteChannel {
             (t, d) => t.or(d),
         };
         if let Some(t) = timeout {
-            if !parts.headers.contains_key("grpc-timeout") {
-                parts.headers.insert("grpc-timeout", encode_timeout(t));
+            if !parts.headers.contains_key(&crate::call::GRPC_TIMEOUT) {
+                parts.headers.insert(crate::call::GRPC_TIMEOUT.clone(), encode_timeout(t));
             }
         }
         let mut uri = http::uri::Parts::from(std::mem::take(&mut parts.uri));

@@ -552,7 +552,7 @@ impl Future for ServedFuture {
         // A trailers-only response (its status in the headers: an error decided before any
         // message) must end the stream with its HEADERS frame, as the gRPC spec says; the
         // channel's body may not say it is empty (a wrapped handler's body), so drop it.
-        if response.headers().contains_key("grpc-status") {
+        if response.headers().contains_key(&Status::GRPC_STATUS) {
             return Poll::Ready(Ok(
                 response.map(|_| ServedBody { body: ResponseBody::default(), _guard: None })
             ));

@@ -233,8 +233,9 @@ impl Builder {
     }
 
     /// Stack size of the handler fibers, one per request of a blocking handler (default
-    /// spindle's, 256 KiB of address space, committed lazily: a fiber costs the pages it
-    /// touched, not this size).
+    /// spindle's [`DEFAULT_STACK_SIZE`](spindle::DEFAULT_STACK_SIZE), 256 KiB of address space
+    /// in optimized builds, committed lazily: a fiber costs the pages it touched, not this
+    /// size).
     ///
     /// Size it for the deepest handler: a fiber that overflows its stack hits a guard page,
     /// and spindle then prints which fiber overflowed (`spindle-http <peer> <method> <path>`)

@@ -91,8 +91,8 @@ impl Builder {
 
     /// How many free stacks each worker keeps mapped once it goes idle (default 65,536): above
     /// it, an idle worker unmaps the chunks (64 stacks each) whose stacks are all free. A free
-    /// stack beyond `stack_keep_warm` costs address space only (256 KiB each by default,
-    /// reserved with `MAP_NORESERVE`), no memory; a large cache lets bursts of tens of
+    /// stack beyond `stack_keep_warm` costs address space only (256 KiB each by default in
+    /// optimized builds, reserved with `MAP_NORESERVE`), no memory; a large cache lets bursts of tens of
     /// thousands of fibers reuse mappings instead of paying `mmap`/`munmap` each time.
     pub fn stack_cache(&mut self, stacks: usize) -> &mut Builder {
         self.stack_cache = stacks;

@@ -33,8 +33,13 @@ use crate::fiber::control::FiberRef;
 use task_ref::TaskRef;
 use worker::{Queued, WorkerShared};
 
-/// Default fiber stack size: address space, committed lazily page by page.
-pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+/// Default fiber stack size, guard page included: address space, committed lazily page by
+/// page. 256 KiB in optimized builds; 2 MiB in builds with debug assertions (a `cargo test`
+/// or `cargo run` without `--release`), whose unoptimized frames are several times larger:
+/// there a flate2 compressor alone (~300 KiB) is built on the stack before it is boxed, so
+/// code that fits in 256 KiB once optimized would overflow in a test build. The threads of
+/// a tokio runtime have 2 MiB.
+pub const DEFAULT_STACK_SIZE: usize = if cfg!(debug_assertions) { 2 * 1024 * 1024 } else { 256 * 1024 };
 
 /// Settings shared by all workers of a runtime.
 #[derive(Debug)]

@@ -32,6 +32,15 @@ use crate::sched::metrics::bump;
 use crate::sys::coarse_clock;
 use crate::sys::epoll::Event;
 
+/// Clears this thread's current worker when dropped (the loop's end, or an unwind out of it).
+struct ClearOnExit;
+
+impl Drop for ClearOnExit {
+    fn drop(&mut self) {
+        WORKER.with(|w| w.set(std::ptr::null()));
+    }
+}
+
 /// How [`Worker::run_loop`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -70,6 +79,8 @@ impl Worker {
     pub(crate) fn run_loop(&self) -> Exit {
         let _alt = overflow::AltStack::ensure();
         WORKER.with(|w| w.set(self));
+        // Cleared however the loop ends: a local runtime's thread goes on after it.
+        let _current = ClearOnExit;
         // This thread's idle moments trim its control block cache: it may keep a burst.
         crate::fiber::block_cache::on_worker_thread();
         let exit = loop {
@@ -108,7 +119,6 @@ impl Worker {
         if exit == Exit::Stopped {
             self.cancel_all();
         }
-        WORKER.with(|w| w.set(std::ptr::null()));
         exit
     }
 
