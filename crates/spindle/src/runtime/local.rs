@@ -108,7 +108,8 @@ impl LocalRuntime {
         }
     }
 
-    /// Spawns a fiber on this runtime; it runs in the next (or the current) `block_on`.
+    /// Spawns a fiber on this runtime; it runs in the next `block_on` (inside one, use
+    /// [`spindle::spawn`](crate::spawn)).
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -117,8 +118,7 @@ impl LocalRuntime {
         self.rt.spawn(f)
     }
 
-    /// Spawns `future` as an async task on this runtime; it runs in the next (or the current)
-    /// `block_on`.
+    /// Spawns `future` as an async task on this runtime; it runs in the next `block_on`.
     pub fn spawn_async<F>(&self, future: F) -> crate::task::JoinHandle<F::Output>
     where
         F: std::future::Future + Send + 'static,
