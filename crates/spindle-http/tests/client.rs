@@ -90,6 +90,30 @@ fn keep_alive_requests_reuse_one_pooled_connection() {
     server.shutdown();
 }
 
+/// On a `LocalRuntime` the pooled connection's driver task waits between two `block_on`
+/// calls (nothing runs then) and serves the next call's request: one connection for both.
+#[test]
+fn a_local_runtime_keeps_its_pooled_connection_between_block_on_calls() {
+    let server = echo_server();
+    let url = format!("http://{}/", server.local_addr());
+    let client = Client::new();
+    let rt = spindle::LocalRuntime::new().unwrap();
+    let first = rt.block_on({
+        let (client, url) = (client.clone(), url.clone());
+        move || client.get(&url).unwrap().into_body().text().unwrap()
+    });
+    assert_eq!(client.pooled_connections(), 1, "the connection went back to the pool");
+    let second = rt.block_on(move || {
+        let text = client.get(&url).unwrap().into_body().text().unwrap();
+        (text, client.pooled_connections())
+    });
+    assert_eq!((first.as_str(), second.0.as_str(), second.1), ("HTTP/1.1", "HTTP/1.1", 1));
+    assert_eq!(connections(&server, |n| n == 1), 1, "both requests on one connection");
+    drop(rt);
+    assert_eq!(connections(&server, |n| n == 0), 0, "the runtime's drop closed it");
+    server.shutdown();
+}
+
 #[test]
 fn http2_prior_knowledge_multiplexes_tasks_on_one_connection() {
     let server = echo_server();
