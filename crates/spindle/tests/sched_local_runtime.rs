@@ -134,6 +134,35 @@ fn block_on_returns_while_other_fibers_keep_switching() {
     assert!(yields.iter().all(|&y| y > 0), "the spinners ran: {yields:?}");
 }
 
+/// The `block_on` fiber may end after a fiber started inside a task's poll (`spawn_now`)
+/// switched to it directly: the scheduler context then resumes inside that poll, and must
+/// still leave the loop rather than sleep in the reactor with nothing left to wake it (it
+/// slept until the next timer or idle trim, 200 ms here, or for good). Nothing here waits on
+/// I/O or a timer, so the worker never sleeps.
+#[test]
+fn block_on_returns_when_its_fiber_ends_inside_a_tasks_poll() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let rt = LocalRuntime::new().unwrap();
+        let got = rt.block_on(|| {
+            let (tx, rx) = spindle::sync::channel::<u32>(1);
+            let task = spindle::task::spawn_async(async move {
+                // Runs in the task's poll; its send wakes the parked block_on fiber, which
+                // runs next, straight from this fiber's end.
+                spindle::fiber::Builder::new().spawn_now(move || tx.send(7).unwrap()).unwrap();
+            });
+            let got = rx.recv().unwrap();
+            drop(task);
+            got
+        });
+        done_tx.send((got, rt.metrics()[0].sleeps)).unwrap();
+    });
+    let (got, sleeps) =
+        done_rx.recv_timeout(Duration::from_secs(10)).expect("block_on did not return: the loop slept");
+    assert_eq!(got, 7);
+    assert_eq!(sleeps, 0, "the loop slept in the reactor after the block_on fiber had ended");
+}
+
 #[test]
 fn the_drop_cancels_what_is_left_on_this_thread() {
     struct Guard(Arc<Mutex<Option<ThreadId>>>);

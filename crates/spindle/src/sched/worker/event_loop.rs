@@ -109,6 +109,12 @@ impl Worker {
             if self.tasks.has_queued() || self.find_tasks() {
                 continue;
             }
+            if self.stopping.get() {
+                // A fiber that a task's poll started switched to the `block_on` fiber, which
+                // ended ("leaving the loop"), or saw the shutdown: the top of the loop decides,
+                // never a sleep in the reactor first.
+                continue;
+            }
             log::trace!(
                 "worker {} idle with {} parked fibers",
                 self.shared.index,

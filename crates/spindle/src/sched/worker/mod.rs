@@ -116,7 +116,10 @@
 //!   thread calling its `block_on`). The loop runs only inside `block_on`; the `block_on`
 //!   fiber's end (return or panic) calls [`Worker::leave_soon`], which sets `leaving` with
 //!   `stopping`, so its last switch goes to the scheduler context, which clears both and
-//!   returns instead of cancelling. Nothing else is touched: the registry, the queues and the
+//!   returns instead of cancelling. That context may resume inside a task's poll (the
+//!   `block_on` fiber was switched to from a fiber the poll started: "a fiber started from a
+//!   task's poll"), so the loop never sleeps in the reactor while `stopping` is set: it goes
+//!   back to its top, which leaves. Nothing else is touched: the registry, the queues and the
 //!   inbox keep every fiber and task, parked or runnable, for the next `block_on` (or the
 //!   runtime's drop, which runs the loop once more to cancel them on this same thread). The
 //!   thread never changes: a `LocalRuntime` is neither `Send` nor `Sync`, so "fibers stay
