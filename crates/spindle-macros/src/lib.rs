@@ -5,7 +5,8 @@
 //! `async fn` as a future polled in that fiber. Its return value (which must be `Send`) is the
 //! function's. Arguments: `worker_threads = N` (default: one per core), or
 //! `flavor = "local"` (alias `"current_thread"`, tokio's name): a `spindle::LocalRuntime`,
-//! whose one worker is the calling thread (no worker thread is started).
+//! whose one worker is the calling thread (no worker thread is started);
+//! `flavor = "multi_thread"` is the default, a `spindle::Runtime` with worker threads.
 
 use proc_macro::TokenStream;
 use quote::quote;
