@@ -102,10 +102,7 @@ impl LocalRuntime {
         let exit = self.worker.run_loop();
         assert_eq!(exit, Exit::Left, "a local runtime's loop stopped inside block_on");
         debug_assert!(handle.is_finished(), "the loop was left before the block_on fiber ended");
-        match handle.join() {
-            Ok(value) => value,
-            Err(err) => std::panic::resume_unwind(err.into_panic()),
-        }
+        super::join_block_on(handle)
     }
 
     /// Spawns a fiber on this runtime; it runs in the next `block_on` (inside one, use

@@ -133,6 +133,15 @@ impl Drop for ServicesGuard {
     }
 }
 
+/// The `block_on` fiber's result: its value, or its panic resumed on the caller (both
+/// runtimes' `block_on`).
+fn join_block_on<T>(handle: JoinHandle<T>) -> T {
+    match handle.join() {
+        Ok(value) => value,
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
+    }
+}
+
 /// The services of the runtime whose worker runs the caller, if the caller is on a worker.
 pub(crate) fn services() -> Option<Arc<Services>> {
     SERVICES.with(|s| s.borrow().clone())
@@ -170,10 +179,7 @@ impl Runtime {
             .name("block_on")
             .spawn_on(self, move || body.run())
             .expect("spawn the block_on fiber");
-        match handle.join() {
-            Ok(value) => value,
-            Err(err) => std::panic::resume_unwind(err.into_panic()),
-        }
+        join_block_on(handle)
     }
 
     /// Spawns a fiber on this runtime from any thread.
