@@ -68,6 +68,15 @@ impl Body {
 }
 
 impl Body {
+    /// The bytes of a body held in memory (empty or one buffer); the body itself when it
+    /// is a stream.
+    pub(crate) fn into_full(self) -> Result<Bytes, Body> {
+        match self.kind {
+            Kind::Full(data) => Ok(data.unwrap_or_default()),
+            kind => Err(Body { kind }),
+        }
+    }
+
     /// The data of a body held in memory (empty or one buffer), to make the body again
     /// ([`Held::body`]); `None` for a stream, which cannot be replayed. `Sync`, unlike a
     /// `Body`, so that a request future may keep it across an await by reference.

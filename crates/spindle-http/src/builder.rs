@@ -45,13 +45,14 @@ const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 pub(crate) struct Config {
     workers: usize,
     accept: Accept,
-    keep_alive: bool,
+    pub(crate) keep_alive: bool,
     pub(crate) http2: bool,
+    pub(crate) http1_fast_path: bool,
     max_concurrent_streams: u32,
     pub(crate) pipeline_flush: bool,
     max_buf_size: usize,
     max_header_size: usize,
-    max_headers: usize,
+    pub(crate) max_headers: usize,
     pub(crate) body_limits: BodyLimits,
     pub(crate) header_read_timeout: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
@@ -61,6 +62,14 @@ pub(crate) struct Config {
     shutdown_on: Option<spindle::shutdown::ShutdownToken>,
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<crate::tls::TlsConfig>,
+}
+
+impl Config {
+    /// The largest request head hyper accepts (`431` beyond): the smaller of its buffer and
+    /// header limits.
+    pub(crate) fn head_limit(&self) -> usize {
+        self.max_buf_size.min(self.max_header_size)
+    }
 }
 
 impl Default for Builder {
@@ -77,6 +86,7 @@ impl Builder {
                 accept: Accept::RoundRobin,
                 keep_alive: true,
                 http2: true,
+                http1_fast_path: true,
                 max_concurrent_streams: 100,
                 pipeline_flush: true,
                 max_buf_size: 64 * 1024,
@@ -135,6 +145,17 @@ impl Builder {
     /// HTTP/1.1 keep-alive (default on).
     pub fn keep_alive(mut self, on: bool) -> Builder {
         self.config.keep_alive = on;
+        self
+    }
+
+    /// Serves plain HTTP/1.1 requests (no body, no `Expect` or `Upgrade`) on plain sockets
+    /// with spindle-http's own HTTP/1 path instead of hyper's dispatcher (default on): the
+    /// same handlers, answers and limits, fewer instructions a request. The first request on
+    /// a connection that is anything else (a body, HTTP/1.0, a malformed head) hands the
+    /// connection to hyper, which serves it from that request on. Off: hyper serves every
+    /// request.
+    pub fn http1_fast_path(mut self, on: bool) -> Builder {
+        self.config.http1_fast_path = on;
         self
     }
 

@@ -164,29 +164,76 @@ pub(crate) fn serve_connection<H: Respond>(
     };
     Phases::Opening {
         fut: opening,
-        then: Some(move |opened: Option<(Transport, Proto, Vec<u8>)>| {
-            let serving = opened.map(|(transport, proto, replay)| {
-                // HTTP/2 frames are batched by h2 itself: no coalescing there.
-                let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
-                let (io, handle) = socket::new(transport, coalesce, replay);
-                let http2 = proto == Proto::Http2;
-                let service = Service {
-                    shared: shared.clone(),
-                    counters: handle.counters_ref(),
-                    peer: Peer::new(peer),
-                    http2,
-                };
-                let conn = match proto {
-                    Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
-                    // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one,
-                    // and the largest state is what every connection task allocates, idle
-                    // ones included.
-                    Proto::Http2 => HyperConn::Http2(Box::pin(shared.http2.serve_connection(io, service))),
-                };
-                Serving { conn, handle }
-            });
-            serve(serving, shared, active)
+        then: Some(move |opened: Option<(Transport, Proto, Vec<u8>)>| match opened {
+            Some((Transport::Plain(stream), Proto::Http1, replay)) if shared.config.http1_fast_path => {
+                let own = crate::h1::serve(stream, replay, shared.clone(), Peer::new(peer));
+                Engine::Own { fut: Box::pin(own), peer, shared, active: Some(active) }
+            }
+            opened => Engine::Hyper(Box::pin(serve(
+                opened.map(|o| hyper_serving(o, &shared, peer)),
+                shared,
+                active,
+            ))),
         }),
+    }
+}
+
+/// hyper's connection over the opened transport.
+fn hyper_serving<H: Respond>(
+    (transport, proto, replay): (Transport, Proto, Vec<u8>),
+    shared: &Arc<Shared<H>>,
+    peer: Option<SocketAddr>,
+) -> Serving<H> {
+    // HTTP/2 frames are batched by h2 itself: no coalescing there.
+    let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
+    let (io, handle) = socket::new(transport, coalesce, replay);
+    let http2 = proto == Proto::Http2;
+    let service =
+        Service { shared: shared.clone(), counters: handle.counters_ref(), peer: Peer::new(peer), http2 };
+    let conn = match proto {
+        Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
+        // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one, and the
+        // largest state is what every connection task allocates, idle ones included.
+        Proto::Http2 => HyperConn::Http2(Box::pin(shared.http2.serve_connection(io, service))),
+    };
+    Serving { conn, handle }
+}
+
+/// The serving phase: spindle-http's own HTTP/1 path (module `h1`) until it ends or hands
+/// the connection to hyper, or hyper's connection from the start.
+enum Engine<H: Respond> {
+    Own {
+        /// Boxed: an async fn's future cannot be named here; one allocation per connection.
+        fut: Pin<Box<dyn Future<Output = crate::h1::Outcome> + Send>>,
+        peer: Option<SocketAddr>,
+        shared: Arc<Shared<H>>,
+        /// Counts the connection until it ends (or passes to hyper's phase).
+        active: Option<ConnectionGuard>,
+    },
+    /// Boxed: the task's state is as large as its largest variant, and hyper's connection
+    /// would make every own-path connection, idle ones included, carry its room.
+    Hyper(Pin<Box<Serve<H>>>),
+}
+
+impl<H: Respond> Future for Engine<H> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let Engine::Own { fut, peer, shared, active } = this else {
+            let Engine::Hyper(serve) = this else { unreachable!() };
+            return serve.as_mut().poll(cx);
+        };
+        match std::task::ready!(fut.as_mut().poll(cx)) {
+            crate::h1::Outcome::Closed => Poll::Ready(()),
+            crate::h1::Outcome::Handoff { stream, replay } => {
+                let serving = hyper_serving((Transport::Plain(stream), Proto::Http1, replay), shared, *peer);
+                let active = active.take().expect("the own path hands off once");
+                *this = Engine::Hyper(Box::pin(serve(Some(serving), shared.clone(), active)));
+                let Engine::Hyper(serve) = this else { unreachable!("just set") };
+                serve.as_mut().poll(cx)
+            }
+        }
     }
 }
 
@@ -358,10 +405,7 @@ impl<H: Respond> Future for Serve<H> {
                     handle.into_stream()
                 });
                 if let (Some(stream), Some(active)) = (stream, this.active.take()) {
-                    drop(spindle::task::spawn_async(async move {
-                        let _active = active;
-                        lingering_close(stream).await
-                    }));
+                    spawn_lingering_close(stream, active);
                 }
             }
             Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
@@ -388,6 +432,15 @@ fn error_status(e: &hyper::Error) -> Option<&'static str> {
     } else {
         Some("400 Bad Request")
     }
+}
+
+/// Closes gently ([`lingering_close`]) in a task of its own, which keeps the connection
+/// counted until the close ends.
+fn spawn_lingering_close(stream: TcpStream, active: ConnectionGuard) {
+    drop(spindle::task::spawn_async(async move {
+        let _active = active;
+        lingering_close(stream).await
+    }));
 }
 
 /// Half-closes and reads what the client still sends (at most 1 MiB, for at most 2 s), so

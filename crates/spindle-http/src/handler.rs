@@ -29,6 +29,13 @@ impl Busy {
     }
 }
 
+impl Busy {
+    /// Counted nowhere: spindle-http's own HTTP/1 path knows when its one handler runs.
+    pub(crate) fn untracked() -> Busy {
+        Busy(WeakCounters::none())
+    }
+}
+
 impl Drop for Busy {
     fn drop(&mut self) {
         if let Some(counters) = self.0.upgrade() {

@@ -47,6 +47,7 @@ mod builder;
 mod client;
 mod conn;
 mod exec;
+mod h1;
 mod handler;
 mod limits;
 mod server;

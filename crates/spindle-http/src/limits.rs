@@ -261,7 +261,7 @@ static REG_NAME: [bool; 256] = {
 
 /// `uri-host [":" port]` (RFC 3986: a reg-name or IPv4 of unreserved, pct-encoded and
 /// sub-delim characters, or a bracketed IP literal), checked without allocating.
-fn valid_host(v: &[u8]) -> bool {
+pub(crate) fn valid_host(v: &[u8]) -> bool {
     let (host, port) = match v.first() {
         Some(b'[') => match v.iter().position(|&b| b == b']') {
             Some(end) => {

@@ -214,6 +214,11 @@ impl CountersRef {
 }
 
 impl WeakCounters {
+    /// Counters of no connection (`upgrade` never finds them).
+    pub(crate) fn none() -> WeakCounters {
+        WeakCounters(Weak::new())
+    }
+
     /// The counters, unless the connection is gone.
     pub(crate) fn upgrade(&self) -> Option<CountersRef> {
         self.0.upgrade().map(CountersRef)

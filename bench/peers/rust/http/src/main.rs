@@ -97,6 +97,11 @@ fn serve_spindle(addr: SocketAddr, workers: usize, header_timeout: bool) {
     if !header_timeout {
         builder = builder.header_read_timeout(None);
     }
+    // Measurement hook: SPINDLE_HTTP_FAST_PATH=0 serves every HTTP/1 request through hyper
+    // (the library's default is its own path for plain requests).
+    if std::env::var("SPINDLE_HTTP_FAST_PATH").as_deref() == Ok("0") {
+        builder = builder.http1_fast_path(false);
+    }
     fn hello() -> Response<Body> {
         let mut res = Response::new(Body::from(Bytes::from_static(BODY)));
         res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));

@@ -14,6 +14,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 rel = os.path.normpath(os.path.join(here, "../../target/release"))
 SERVERS = {
     "spindle": [f"{rel}/http-peer", "--server", "spindle", "--no-header-timeout"],
+    "spindle-hyper": ["env", "SPINDLE_HTTP_FAST_PATH=0", f"{rel}/http-peer", "--server", "spindle", "--no-header-timeout"],
     "spindle-async": ["env", "SPINDLE_HTTP_HANDLER=async", f"{rel}/http-peer", "--server", "spindle", "--no-header-timeout"],
     "h1-proto-fiber": [f"{rel}/h1-proto", "--handler", "fiber"],
     "h1-proto-inline": [f"{rel}/h1-proto", "--handler", "inline"],

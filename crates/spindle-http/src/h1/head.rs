@@ -1,0 +1,234 @@
+//! A request head read by spindle-http's own HTTP/1.1 path: parsed with `httparse` and made
+//! into the `Request` a handler receives without copying (the URI and each header value are
+//! slices of the bytes read, as hyper makes them), or handed to hyper when it is not a
+//! request this path serves.
+//!
+//! Invariant: **plain requests only.** A head becomes a request here only if it is HTTP/1.1,
+//! well formed (httparse's strict parse, then the `http` crate's checks of the method, target,
+//! names and values), not `CONNECT`, and carries no body and nothing that asks for more than
+//! one answer: no `Transfer-Encoding`, no `Content-Length` other than a single `0`, no
+//! `Expect`, no `Upgrade`, and a `Connection` of `close` or `keep-alive` at most once; and
+//! it passes the server's checks before a handler (`limits::precheck`, whose only rule
+//! for a request without a body is RFC 9112's single valid `Host`), checked here while
+//! the fields are read rather than by looking them up again.
+//! Everything else, malformed heads included, is [`Parsed::Handoff`]: hyper serves the
+//! connection from that request on and gives the answers (and the request smuggling
+//! defences) it gives today.
+
+use std::mem::MaybeUninit;
+
+use bytes::Bytes;
+use hyper::header::{
+    HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING, UPGRADE,
+};
+use hyper::{HeaderMap, Method, Request, Uri, Version};
+
+use crate::Body;
+
+/// The most header fields this path parses in place (an array on the stack, left
+/// uninitialised); a head with more goes to hyper, which applies the server's limit.
+pub(crate) const MAX_HEADERS: usize = 100;
+
+/// What the bytes at the start of a buffer hold.
+#[allow(clippy::large_enum_variant)] // returned once per request and taken apart at once
+pub(crate) enum Parsed {
+    /// A plain request whose head took `len` bytes; `close` if it asked for
+    /// `Connection: close`.
+    Request { req: Request<Body>, len: usize, close: bool },
+    /// The start of a head: more bytes are needed.
+    Partial,
+    /// Not a request this path serves (see the module doc).
+    Handoff,
+}
+
+/// Parses the head at `data[from..]`, with at most `max_headers` fields (itself capped at
+/// [`MAX_HEADERS`]).
+pub(crate) fn parse(data: &Bytes, from: usize, max_headers: usize) -> Parsed {
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let slots = &mut slots[..max_headers.min(MAX_HEADERS)];
+    let mut head = httparse::Request::new(&mut []);
+    let len = match head.parse_with_uninit_headers(&data[from..], slots) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Handoff,
+    };
+    if head.version != Some(1) {
+        return Parsed::Handoff; // HTTP/1.0: its keep-alive rules are hyper's
+    }
+    let (Some(method), Some(path)) = (head.method, head.path) else { return Parsed::Handoff };
+    let method = match method {
+        "GET" => Method::GET,
+        "CONNECT" => return Parsed::Handoff,
+        other => match Method::from_bytes(other.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => return Parsed::Handoff,
+        },
+    };
+    let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else { return Parsed::Handoff };
+    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    let mut close = false;
+    let mut seen_connection = false;
+    let mut seen_length = false;
+    let mut hosts = 0;
+    for field in head.headers.iter() {
+        let Ok(name) = HeaderName::from_bytes(field.name.as_bytes()) else { return Parsed::Handoff };
+        if name == HOST {
+            // Empty is allowed (a target without an authority).
+            hosts += 1;
+            if !field.value.is_empty() && !crate::limits::valid_host(field.value) {
+                return Parsed::Handoff;
+            }
+        } else if name == CONTENT_LENGTH {
+            if seen_length || field.value != b"0" {
+                return Parsed::Handoff;
+            }
+            seen_length = true;
+        } else if name == CONNECTION {
+            if seen_connection {
+                return Parsed::Handoff;
+            }
+            seen_connection = true;
+            if field.value.eq_ignore_ascii_case(b"close") {
+                close = true;
+            } else if !field.value.eq_ignore_ascii_case(b"keep-alive") {
+                return Parsed::Handoff;
+            }
+        } else if name == TRANSFER_ENCODING || name == EXPECT || name == UPGRADE {
+            return Parsed::Handoff;
+        }
+        let Ok(value) = HeaderValue::from_maybe_shared(data.slice_ref(field.value)) else {
+            return Parsed::Handoff;
+        };
+        headers.append(name, value);
+    }
+    if hosts != 1 {
+        return Parsed::Handoff; // hyper's path answers 400
+    }
+    let mut req = Request::new(Body::empty());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    Parsed::Request { req, len, close }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Parsed {
+        parse(&Bytes::copy_from_slice(text.as_bytes()), 0, MAX_HEADERS)
+    }
+
+    fn request(text: &str) -> (Request<Body>, usize, bool) {
+        match parsed(text) {
+            Parsed::Request { req, len, close } => (req, len, close),
+            Parsed::Partial => panic!("partial: {text:?}"),
+            Parsed::Handoff => panic!("handed off: {text:?}"),
+        }
+    }
+
+    fn handed_off(text: &str) -> bool {
+        matches!(parsed(text), Parsed::Handoff)
+    }
+
+    #[test]
+    fn a_plain_request_becomes_the_handlers_request() {
+        let text = "GET /a/b?c=d HTTP/1.1\r\nHost: example.com\r\nX-Thing: one\r\nx-thing: two\r\n\r\nNEXT";
+        let (req, len, close) = request(text);
+        assert_eq!(len, text.len() - 4, "the head's length, not the next request's bytes");
+        assert!(!close);
+        assert_eq!(req.method(), Method::GET);
+        assert_eq!(req.uri().path(), "/a/b");
+        assert_eq!(req.uri().query(), Some("c=d"));
+        assert_eq!(req.version(), Version::HTTP_11);
+        assert_eq!(req.headers()["host"], "example.com");
+        let things: Vec<_> = req.headers().get_all("x-thing").iter().collect();
+        assert_eq!(things, ["one", "two"], "repeated fields kept in order");
+        let (req, _, close) = request("DELETE /x HTTP/1.1\r\nHost: h\r\nConnection: Close\r\n\r\n");
+        assert_eq!(req.method(), Method::DELETE);
+        assert!(close);
+        let (_, _, close) =
+            request("GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n");
+        assert!(!close);
+        let (req, _, _) = request("GET / HTTP/1.1\r\nHost:\r\n\r\n");
+        assert_eq!(req.headers()["host"], "", "an empty Host is allowed");
+        let (req, _, _) = request("PURGE http://h/x HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(req.method().as_str(), "PURGE");
+        assert_eq!(req.uri().host(), Some("h"), "absolute form");
+    }
+
+    #[test]
+    fn a_partial_head_asks_for_more() {
+        let full = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for cut in 0..full.len() {
+            assert!(matches!(parsed(&full[..cut]), Parsed::Partial), "cut at {cut}");
+        }
+        // A second request after the first, parsed from its offset.
+        let two = Bytes::from(format!("{full}{}", &full[..10]));
+        assert!(matches!(parse(&two, 0, MAX_HEADERS), Parsed::Request { .. }));
+        assert!(matches!(parse(&two, full.len(), MAX_HEADERS), Parsed::Partial));
+    }
+
+    #[test]
+    fn anything_but_a_plain_request_goes_to_hyper() {
+        for text in [
+            "GET / HTTP/1.0\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 00\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, close\r\n\r\n",
+            "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+            "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost : h\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad\x01Name: h\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\x7fb\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
+            "G\x01T / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a:b:c\r\n\r\n",
+            "GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n",
+        ] {
+            assert!(handed_off(text), "{text:?} was served here");
+        }
+    }
+
+    #[test]
+    fn more_fields_than_allowed_go_to_hyper() {
+        let mut text = String::from("GET / HTTP/1.1\r\nHost: h\r\n");
+        for i in 0..4 {
+            text.push_str(&format!("x-{i}: v\r\n"));
+        }
+        text.push_str("\r\n");
+        let data = Bytes::from(text);
+        assert!(matches!(parse(&data, 0, 5), Parsed::Request { .. }));
+        assert!(matches!(parse(&data, 0, 4), Parsed::Handoff));
+        let mut many = String::from("GET / HTTP/1.1\r\nHost: h\r\n");
+        for i in 0..=MAX_HEADERS {
+            many.push_str(&format!("x-{i}: v\r\n"));
+        }
+        many.push_str("\r\n");
+        assert!(matches!(parse(&Bytes::from(many), 0, 1000), Parsed::Handoff), "capped at MAX_HEADERS");
+    }
+
+    #[test]
+    fn header_values_are_slices_of_the_bytes_read() {
+        let data = Bytes::from_static(b"GET /p HTTP/1.1\r\nHost: h\r\nx-long: 0123456789abcdef\r\n\r\n");
+        let (req, _, _) = match parse(&data, 0, MAX_HEADERS) {
+            Parsed::Request { req, len, close } => (req, len, close),
+            _ => panic!("not a request"),
+        };
+        let value = req.headers()["x-long"].as_bytes();
+        let range = data.as_ptr_range();
+        assert!(range.contains(&value.as_ptr()), "the value points into the read buffer");
+    }
+}
