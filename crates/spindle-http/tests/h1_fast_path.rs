@@ -65,11 +65,12 @@ impl http_body::Body for Pieces {
 }
 
 #[test]
-fn a_request_with_a_body_hands_the_connection_to_hyper_in_order() {
+fn a_chunked_body_hands_the_connection_to_hyper_in_order() {
     for fast in [true, false] {
         let server = Server::builder().http1_fast_path(fast).serve(local(), describe).unwrap();
         let mut s = connect(server.local_addr());
-        // Plain, plain, a body (hyper from here on), plain, chunked, plain: one write.
+        // Plain, plain, a small body (in memory), plain, chunked (hyper from here on),
+        // plain: one write.
         s.write_all(
             b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n\
               DELETE /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n\
@@ -89,6 +90,32 @@ fn a_request_with_a_body_hands_the_connection_to_hyper_in_order() {
         assert_eq!(read_response(&mut s, &mut buf).unwrap().text(), "GET /7 0");
         server.shutdown();
     }
+}
+
+#[test]
+fn bodies_in_memory_large_bodies_and_bodies_past_the_limit() {
+    let server = Server::builder().max_body_size(30_000).serve(local(), describe).unwrap();
+    let mut s = connect(server.local_addr());
+    s.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    // A body in pieces, after its head (hyper's from here on: it times the body).
+    for piece in [&b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01"[..], b"2345", b"6789"] {
+        s.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read_response(&mut s, &mut buf).unwrap().text(), "POST /a 10");
+    // Larger than the own path waits for (8 KiB): hyper reads it, and serves on.
+    write!(s, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n{}", "y".repeat(20_000)).unwrap();
+    assert_eq!(read_response(&mut s, &mut buf).unwrap().text(), "POST /b 20000");
+    s.write_all(b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, &mut buf).unwrap().text(), "GET /c 0");
+    // Past the body limit: 413 before the handler, connection closed.
+    let out = common::raw_exchange(
+        server.local_addr(),
+        b"POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: 30001\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    server.shutdown();
 }
 
 #[test]

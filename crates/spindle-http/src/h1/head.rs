@@ -5,12 +5,14 @@
 //!
 //! Invariant: **plain requests only.** A head becomes a request here only if it is HTTP/1.1,
 //! well formed (httparse's strict parse, then the `http` crate's checks of the method, target,
-//! names and values), not `CONNECT`, and carries no body and nothing that asks for more than
-//! one answer: no `Transfer-Encoding`, no `Content-Length` other than a single `0`, no
-//! `Expect`, no `Upgrade`, and a `Connection` of `close` or `keep-alive` at most once; and
-//! it passes the server's checks before a handler (`limits::precheck`, whose only rule
-//! for a request without a body is RFC 9112's single valid `Host`), checked here while
-//! the fields are read rather than by looking them up again.
+//! names and values), not `CONNECT`, and asks for nothing beyond one answer to a request
+//! held whole in memory: no `Transfer-Encoding`, at most one `Content-Length` (digits only)
+//! whose body is within the server's body limit, within [`Limits::max_request`] with the
+//! head, and already read with the head (it is given to the handler as a body in memory; a
+//! body still on its way goes to hyper, which applies the minimum body rate), no `Expect`, no `Upgrade`, and a `Connection` of `close` or
+//! `keep-alive` at most once; and it passes the server's checks before a handler
+//! (`limits::precheck`: RFC 9112's single valid `Host`, and the declared body size), checked
+//! here while the fields are read rather than by looking them up again.
 //! Everything else, malformed heads included, is [`Parsed::Handoff`]: hyper serves the
 //! connection from that request on and gives the answers (and the request smuggling
 //! defences) it gives today.
@@ -29,10 +31,23 @@ use crate::Body;
 /// uninitialised); a head with more goes to hyper, which applies the server's limit.
 pub(crate) const MAX_HEADERS: usize = 100;
 
+/// What this path takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Header fields (capped at [`MAX_HEADERS`]); hyper answers a head with more.
+    pub(crate) max_headers: usize,
+    /// The longest head hyper takes (it answers `431` beyond).
+    pub(crate) max_head: usize,
+    /// The longest whole request (head and body) served here.
+    pub(crate) max_request: usize,
+    /// The server's body limit (hyper's path answers `413` beyond).
+    pub(crate) max_body: Option<u64>,
+}
+
 /// What the bytes at the start of a buffer hold.
 #[allow(clippy::large_enum_variant)] // returned once per request and taken apart at once
 pub(crate) enum Parsed {
-    /// A plain request whose head took `len` bytes; `close` if it asked for
+    /// A plain request that took `len` bytes (head and body); `close` if it asked for
     /// `Connection: close`.
     Request { req: Request<Body>, len: usize, close: bool },
     /// The start of a head: more bytes are needed.
@@ -41,16 +56,16 @@ pub(crate) enum Parsed {
     Handoff,
 }
 
-/// Parses the head at `data[from..]`, with at most `max_headers` fields (itself capped at
-/// [`MAX_HEADERS`]).
-pub(crate) fn parse(data: &Bytes, from: usize, max_headers: usize) -> Parsed {
+/// Parses the request at `data[from..]`.
+pub(crate) fn parse(data: &Bytes, from: usize, limits: &Limits) -> Parsed {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let slots = &mut slots[..max_headers.min(MAX_HEADERS)];
+    let slots = &mut slots[..limits.max_headers.min(MAX_HEADERS)];
     let mut head = httparse::Request::new(&mut []);
     let len = match head.parse_with_uninit_headers(&data[from..], slots) {
-        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Complete(len)) if len <= limits.max_head => len,
         Ok(httparse::Status::Partial) => return Parsed::Partial,
-        Err(_) => return Parsed::Handoff,
+        // Malformed, or longer than hyper takes: hyper's answer.
+        _ => return Parsed::Handoff,
     };
     if head.version != Some(1) {
         return Parsed::Handoff; // HTTP/1.0: its keep-alive rules are hyper's
@@ -68,7 +83,7 @@ pub(crate) fn parse(data: &Bytes, from: usize, max_headers: usize) -> Parsed {
     let mut headers = HeaderMap::with_capacity(head.headers.len());
     let mut close = false;
     let mut seen_connection = false;
-    let mut seen_length = false;
+    let mut length = None;
     let mut hosts = 0;
     for field in head.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(field.name.as_bytes()) else { return Parsed::Handoff };
@@ -79,10 +94,11 @@ pub(crate) fn parse(data: &Bytes, from: usize, max_headers: usize) -> Parsed {
                 return Parsed::Handoff;
             }
         } else if name == CONTENT_LENGTH {
-            if seen_length || field.value != b"0" {
-                return Parsed::Handoff;
-            }
-            seen_length = true;
+            length = match (length, content_length(field.value)) {
+                (None, Some(n)) if limits.max_body.is_none_or(|max| n <= max) => Some(n),
+                // Repeated, not digits, or over the body limit: hyper's answer.
+                _ => return Parsed::Handoff,
+            };
         } else if name == CONNECTION {
             if seen_connection {
                 return Parsed::Handoff;
@@ -104,20 +120,44 @@ pub(crate) fn parse(data: &Bytes, from: usize, max_headers: usize) -> Parsed {
     if hosts != 1 {
         return Parsed::Handoff; // hyper's path answers 400
     }
-    let mut req = Request::new(Body::empty());
+    // The body, in memory: all of it must have come with its head. One still on its way
+    // goes to hyper, whose request body applies the server's minimum body rate while the
+    // handler waits for it.
+    let length = length.unwrap_or(0);
+    let whole = match usize::try_from(length).ok().and_then(|n| n.checked_add(len)) {
+        Some(whole) if whole <= limits.max_request && whole <= data.len() - from => whole,
+        _ => return Parsed::Handoff,
+    };
+    let body = if length == 0 { Body::empty() } else { Body::from(data.slice(from + len..from + whole)) };
+    let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
-    Parsed::Request { req, len, close }
+    Parsed::Request { req, len: whole, close }
+}
+
+/// A `Content-Length` value: 1 to 19 digits, nothing else (no sign, no list, no spaces).
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(value.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const LIMITS: Limits =
+        Limits { max_headers: MAX_HEADERS, max_head: 64 << 10, max_request: 8 << 10, max_body: Some(1000) };
+
+    fn with_headers(max_headers: usize) -> Limits {
+        Limits { max_headers, ..LIMITS }
+    }
+
     fn parsed(text: &str) -> Parsed {
-        parse(&Bytes::copy_from_slice(text.as_bytes()), 0, MAX_HEADERS)
+        parse(&Bytes::copy_from_slice(text.as_bytes()), 0, &LIMITS)
     }
 
     fn request(text: &str) -> (Request<Body>, usize, bool) {
@@ -166,17 +206,22 @@ mod tests {
         }
         // A second request after the first, parsed from its offset.
         let two = Bytes::from(format!("{full}{}", &full[..10]));
-        assert!(matches!(parse(&two, 0, MAX_HEADERS), Parsed::Request { .. }));
-        assert!(matches!(parse(&two, full.len(), MAX_HEADERS), Parsed::Partial));
+        assert!(matches!(parse(&two, 0, &LIMITS), Parsed::Request { .. }));
+        assert!(matches!(parse(&two, full.len(), &LIMITS), Parsed::Partial));
     }
 
     #[test]
     fn anything_but_a_plain_request_goes_to_hyper() {
         for text in [
             "GET / HTTP/1.0\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 00\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
             "PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
@@ -203,6 +248,40 @@ mod tests {
     }
 
     #[test]
+    fn a_body_in_memory_comes_whole_with_its_request() {
+        let text = "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET";
+        let data = Bytes::copy_from_slice(text.as_bytes());
+        let Parsed::Request { req, len, .. } = parse(&data, 0, &LIMITS) else { panic!("not served") };
+        assert_eq!(len, text.len() - 3, "the head and the body");
+        let body = req.into_body().bytes().unwrap();
+        assert_eq!(body, "hello");
+        assert!(data.as_ptr_range().contains(&body.as_ptr()), "a slice of the bytes read");
+        for cut in text.len() - 8..text.len() - 3 {
+            assert!(
+                matches!(parsed(&text[..cut]), Parsed::Handoff),
+                "body cut at {cut}: hyper's, for its rate"
+            );
+        }
+        let (req, _, _) = request("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\n\r\n1234567");
+        assert_eq!(req.into_body().bytes().unwrap(), "1234567", "leading zeros are digits");
+        // Longer than the request limit (8 KiB here) though within the body limit: hyper's.
+        let big = Limits { max_body: None, ..LIMITS };
+        let text = format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9000\r\n\r\n{}", "x".repeat(9000));
+        assert!(matches!(parse(&Bytes::from(text), 0, &big), Parsed::Handoff));
+    }
+
+    #[test]
+    fn a_head_longer_than_hyper_takes_goes_to_hyper() {
+        let text = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: 0123456789\r\n\r\n";
+        let data = Bytes::from_static(text.as_bytes());
+        assert!(matches!(
+            parse(&data, 0, &Limits { max_head: text.len(), ..LIMITS }),
+            Parsed::Request { .. }
+        ));
+        assert!(matches!(parse(&data, 0, &Limits { max_head: text.len() - 1, ..LIMITS }), Parsed::Handoff));
+    }
+
+    #[test]
     fn more_fields_than_allowed_go_to_hyper() {
         let mut text = String::from("GET / HTTP/1.1\r\nHost: h\r\n");
         for i in 0..4 {
@@ -210,20 +289,23 @@ mod tests {
         }
         text.push_str("\r\n");
         let data = Bytes::from(text);
-        assert!(matches!(parse(&data, 0, 5), Parsed::Request { .. }));
-        assert!(matches!(parse(&data, 0, 4), Parsed::Handoff));
+        assert!(matches!(parse(&data, 0, &with_headers(5)), Parsed::Request { .. }));
+        assert!(matches!(parse(&data, 0, &with_headers(4)), Parsed::Handoff));
         let mut many = String::from("GET / HTTP/1.1\r\nHost: h\r\n");
         for i in 0..=MAX_HEADERS {
             many.push_str(&format!("x-{i}: v\r\n"));
         }
         many.push_str("\r\n");
-        assert!(matches!(parse(&Bytes::from(many), 0, 1000), Parsed::Handoff), "capped at MAX_HEADERS");
+        assert!(
+            matches!(parse(&Bytes::from(many), 0, &with_headers(1000)), Parsed::Handoff),
+            "capped at MAX_HEADERS"
+        );
     }
 
     #[test]
     fn header_values_are_slices_of_the_bytes_read() {
         let data = Bytes::from_static(b"GET /p HTTP/1.1\r\nHost: h\r\nx-long: 0123456789abcdef\r\n\r\n");
-        let (req, _, _) = match parse(&data, 0, MAX_HEADERS) {
+        let (req, _, _) = match parse(&data, 0, &LIMITS) {
             Parsed::Request { req, len, close } => (req, len, close),
             _ => panic!("not a request"),
         };

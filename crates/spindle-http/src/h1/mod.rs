@@ -1,14 +1,14 @@
-//! spindle-http's own HTTP/1.1 path: plain requests (no body, nothing special; module
-//! `head`) on a plain socket are read, handed to the handler and answered here, without
+//! spindle-http's own HTTP/1.1 path: plain requests (a small `Content-Length` body at most,
+//! nothing special; module `head`) on a plain socket are read, handed to the handler and answered here, without
 //! hyper's general dispatcher; the first request that is anything else hands the connection
 //! to hyper, which serves it from that request on.
 //!
 //! Why: a hello-world request through hyper cost spindle-http ~3,100 user-space
 //! instructions more than a path of its own (callgrind, docs/ARCHITECTURE.md, "An HTTP/1
 //! path without hyper, measured"), the difference between trailing and leading
-//! may-minihttp's CPU per request. Requests with bodies, `Expect`, upgrades, HTTP/1.0 and
-//! malformed input stay hyper's: its request smuggling defences and error answers are not
-//! rewritten here.
+//! may-minihttp's CPU per request. Chunked or large bodies, `Expect`, upgrades, HTTP/1.0
+//! and malformed input stay hyper's: its request smuggling defences and error answers are
+//! not rewritten here.
 //!
 //! Invariants:
 //!
@@ -19,11 +19,12 @@
 //! - **Bounded memory.** The output buffer is written out when it passes
 //!   [`socket::COALESCE_LIMIT`] (larger body pieces go to the socket without a copy), and
 //!   before every wait for the client; a head still incomplete past [`MAX_PARTIAL`] bytes is
-//!   handed to hyper, which applies the server's header limits. Idle connections keep no
+//!   handed to hyper, which applies the server's limits, and so is a request whose body did
+//!   not come with its head or would not fit in [`MAX_PARTIAL`] with it. Idle connections keep no
 //!   output buffer (it goes back to the thread's spare slot once written).
 //! - **Bounded waits.** Waiting for a request ends at shutdown, at the idle timeout, and,
-//!   while a head has begun but is incomplete (or for the first request), at the header read
-//!   timeout; waiting to write (a client that does not read) or for a streamed body's next
+//!   while a head has begun but is incomplete (or for the first request), at the header
+//!   read timeout (this path never waits for a body: hyper does, with its rate limit); waiting to write (a client that does not read) or for a streamed body's next
 //!   piece ends at the idle timeout: a whole period with no byte moved. A running handler is
 //!   never timed out (as under hyper).
 //! - **Graceful shutdown.** An idle connection closes at once; one with a request in its
@@ -54,7 +55,8 @@ use crate::socket::COALESCE_LIMIT;
 use crate::watch::ShutdownWatch;
 use crate::Body;
 
-/// The longest incomplete head this path waits on; past it hyper takes the connection.
+/// The longest incomplete head this path waits on, and the longest request (head and body)
+/// it serves; past it hyper takes the connection.
 pub(crate) const MAX_PARTIAL: usize = 8 * 1024;
 
 /// The most bytes one read takes (into the thread's scratch buffer).
@@ -86,10 +88,16 @@ pub(crate) fn serve<H: Respond>(
 ) -> impl Future<Output = Outcome> + Send + 'static {
     let config = &shared.config;
     let origin = Origin { peer, stack_size: config.stack_size, http2: false };
-    let (max_headers, keep_alive, batch) = (config.max_headers, config.keep_alive, config.pipeline_flush);
-    // A head longer than hyper would take goes to hyper, for its answer (`431`).
-    let head_limit = config.head_limit();
-    let max_partial = head_limit.min(MAX_PARTIAL);
+    let (keep_alive, batch) = (config.keep_alive, config.pipeline_flush);
+    // A request this path would wait on past `max_partial` goes to hyper (with the head
+    // limit: a head longer than hyper takes gets its `431`).
+    let max_partial = config.head_limit().min(MAX_PARTIAL);
+    let limits = head::Limits {
+        max_headers: config.max_headers,
+        max_head: config.head_limit(),
+        max_request: max_partial,
+        max_body: config.body_limits.max_size,
+    };
     let mut conn = Conn {
         stream,
         buf: BytesMut::from(&first[..]),
@@ -112,11 +120,11 @@ pub(crate) fn serve<H: Respond>(
             let mut at = 0;
             let mut hand_off = false;
             while at < data.len() {
-                let (req, len, asked_close) = match head::parse(&data, at, max_headers) {
-                    Parsed::Request { req, len, close } if len <= head_limit => (req, len, close),
+                let (req, len, asked_close) = match head::parse(&data, at, &limits) {
+                    Parsed::Request { req, len, close } => (req, len, close),
                     Parsed::Partial => break,
-                    // Not served here; a head longer than hyper takes too, for its `431`. (Not
-                    // awaited inside the match: its scrutinee would be kept across the await.)
+                    // Not served here. (Not awaited inside the match: its scrutinee would be
+                    // kept across the await.)
                     _ => {
                         hand_off = true;
                         break;
