@@ -80,7 +80,7 @@ pub(crate) fn parse(data: &Bytes, from: usize, limits: &Limits) -> Parsed {
         },
     };
     let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else { return Parsed::Handoff };
-    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    let mut headers = spare_map(head.headers.len());
     let mut close = false;
     let mut seen_connection = false;
     let mut length = None;
@@ -135,6 +135,36 @@ pub(crate) fn parse(data: &Bytes, from: usize, limits: &Limits) -> Parsed {
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     Parsed::Request { req, len: whole, close }
+}
+
+thread_local! {
+    /// A header map given back empty (a response's, once written): the next request's
+    /// fields go into it, with no allocation (a map is two: its index and its entries; with
+    /// their frees ~250 instructions a request, callgrind).
+    static SPARE_MAP: std::cell::Cell<Option<HeaderMap>> = const { std::cell::Cell::new(None) };
+}
+
+/// The most fields a map kept for reuse has room for: a map grown by a large answer is
+/// freed rather than kept.
+const SPARE_MAP_ROOM: usize = 64;
+
+/// An empty header map with room for `n` fields: this thread's spare one if there is one.
+fn spare_map(n: usize) -> HeaderMap {
+    match SPARE_MAP.with(|spare| spare.take()) {
+        Some(mut map) => {
+            map.reserve(n);
+            map
+        }
+        None => HeaderMap::with_capacity(n),
+    }
+}
+
+/// Gives a header map back for the next request (emptied; dropped if it grew large).
+pub(crate) fn give_back_map(mut map: HeaderMap) {
+    if map.capacity() <= SPARE_MAP_ROOM {
+        map.clear();
+        SPARE_MAP.with(|spare| spare.set(Some(map)));
+    }
 }
 
 /// A `Content-Length` value: 1 to 19 digits, nothing else (no sign, no list, no spaces).
@@ -268,6 +298,22 @@ mod tests {
         let big = Limits { max_body: None, ..LIMITS };
         let text = format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9000\r\n\r\n{}", "x".repeat(9000));
         assert!(matches!(parse(&Bytes::from(text), 0, &big), Parsed::Handoff));
+    }
+
+    #[test]
+    fn a_map_given_back_is_the_next_requests_and_holds_only_its_fields() {
+        let mut res = HeaderMap::new();
+        res.insert("x-from-the-answer", HeaderValue::from_static("1"));
+        res.append("x-from-the-answer", HeaderValue::from_static("2"));
+        give_back_map(res);
+        let (req, _, _) = request("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(req.headers().len(), 1, "{:?}", req.headers());
+        assert_eq!(req.headers()["host"], "h");
+        // A large map is not kept.
+        let mut big = HeaderMap::with_capacity(SPARE_MAP_ROOM * 2);
+        big.insert("x", HeaderValue::from_static("1"));
+        give_back_map(big);
+        assert!(SPARE_MAP.with(|spare| spare.take()).is_none());
     }
 
     #[test]

@@ -325,24 +325,25 @@ impl<H> Conn<H> {
     fn start(&mut self, res: Response<Body>, head_request: bool, close: bool) -> (Rest, bool) {
         let (parts, body) = res.into_parts();
         let (status, headers) = (parts.status, &parts.headers);
-        match body.into_full() {
+        let (rest, close) = match body.into_full() {
             Ok(data) => {
                 let shape = BodyShape::Full(data.len() as u64);
                 let (framing, close) = encode::head(status, headers, shape, head_request, close, self.out());
                 if framing == Framing::None || data.is_empty() {
-                    return (Rest::Done, close);
+                    (Rest::Done, close)
+                } else {
+                    (self.push_data(data).map_or(Rest::Done, Rest::Large), close)
                 }
-                (self.push_data(data).map_or(Rest::Done, Rest::Large), close)
             }
             Err(body) => {
                 let shape = BodyShape::Stream(body.size_hint().exact());
                 let (framing, close) = encode::head(status, headers, shape, head_request, close, self.out());
-                if framing == Framing::None {
-                    return (Rest::Done, close); // the stream is dropped unread
-                }
-                (Rest::Stream(body, framing), close)
+                // No body to send: the stream is dropped unread.
+                (if framing == Framing::None { Rest::Done } else { Rest::Stream(body, framing) }, close)
             }
-        }
+        };
+        head::give_back_map(parts.headers);
+        (rest, close)
     }
 
     /// Sends a streamed body. What is buffered goes out whenever the body has nothing ready,
