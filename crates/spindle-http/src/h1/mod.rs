@@ -151,7 +151,9 @@ pub(crate) fn serve<H: Respond>(
                     let _ = conn.flush().await;
                     return Outcome::Closed;
                 }
-                if !batch && conn.flush().await.is_err() {
+                // Bounded: a batch of pipelined answers goes out once it passes the limit
+                // (heads alone can: bodiless answers to a read of 16 KiB of requests).
+                if (!batch || conn.out.len() >= COALESCE_LIMIT) && conn.flush().await.is_err() {
                     return Outcome::Closed;
                 }
             }
