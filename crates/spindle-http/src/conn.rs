@@ -1,13 +1,17 @@
 //! One connection, served by a `Send` task: it opens the connection (the TLS handshake, or
-//! the sniff that tells HTTP/2's preface from an HTTP/1 request) and drives hyper's
-//! connection future until it ends, the connection has been idle too long, or shutdown
-//! closes it.
+//! the sniff that tells HTTP/2's preface from an HTTP/1 request) and drives it until it
+//! ends, the connection has been idle too long, or shutdown closes it: with spindle-http's
+//! own HTTP/1 path (module `h1`) for plain HTTP/1 on a plain socket, which may hand the
+//! connection to hyper once, or with hyper's connection future from the start.
 //!
 //! Invariants:
 //!
-//! - **Movable between requests.** The task owns everything of the connection (hyper's
-//!   connection, the socket, the counters) and is `Send`: an idle worker takes it over
-//!   between polls. Blocking handlers run on fibers of their own (module `handler`), which
+//! - **Movable between requests.** The task owns everything of the connection (the own
+//!   path's state or hyper's connection, the socket, the counters) and is `Send`: an idle
+//!   worker takes it over between polls.
+//! - **One engine at a time.** hyper's connection is built only after the own path has
+//!   ended and given the stream back (with the bytes it read and did not serve, replayed
+//!   to hyper first); the task is counted in `active` across the hand-off. Blocking handlers run on fibers of their own (module `handler`), which
 //!   never move once started; the task waits for them as for any future.
 //! - **Bounded waits.** The sniff and the handshake end at the header (or idle) timeout, the
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
