@@ -8,11 +8,12 @@
 //!
 //! - **Movable between requests.** The task owns everything of the connection (the own
 //!   path's state or hyper's connection, the socket, the counters) and is `Send`: an idle
-//!   worker takes it over between polls.
+//!   worker takes it over between polls. Blocking handlers run on fibers of their own
+//!   (module `handler`), which never move once started; the task waits for them as for any
+//!   future.
 //! - **One engine at a time.** hyper's connection is built only after the own path has
 //!   ended and given the stream back (with the bytes it read and did not serve, replayed
-//!   to hyper first); the task is counted in `active` across the hand-off. Blocking handlers run on fibers of their own (module `handler`), which
-//!   never move once started; the task waits for them as for any future.
+//!   to hyper first); the task is counted in `active` across the hand-off.
 //! - **Bounded waits.** The sniff and the handshake end at the header (or idle) timeout, the
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
 //!   an idle connection closes now, a busy one after its response).
@@ -207,7 +208,8 @@ fn hyper_serving<H: Respond>(
 /// the connection to hyper, or hyper's connection from the start.
 enum Engine<H: Respond> {
     Own {
-        /// Boxed: an async fn's future cannot be named here; one allocation per connection.
+        /// Boxed: its type (an async block's) cannot be named here; one allocation per
+        /// connection, and only this variant's room in the task.
         fut: Pin<Box<dyn Future<Output = crate::h1::Outcome> + Send>>,
         peer: Option<SocketAddr>,
         shared: Arc<Shared<H>>,
