@@ -6,16 +6,16 @@
 //! Invariant: **plain requests only.** A head becomes a request here only if it is HTTP/1.1,
 //! well formed (httparse's strict parse, then the `http` crate's checks of the method, target,
 //! names and values), not `CONNECT`, and asks for nothing beyond one answer to a request
-//! held whole in memory: no `Transfer-Encoding`, at most one `Content-Length` (digits only)
+//! held whole in memory: no `Transfer-Encoding`; at most one `Content-Length` (digits only),
 //! whose body is within the server's body limit, within [`Limits::max_request`] with the
 //! head, and already read with the head (it is given to the handler as a body in memory; a
-//! body still on its way goes to hyper, which applies the minimum body rate), no `Expect`, no `Upgrade`, and a `Connection` of `close` or
-//! `keep-alive` at most once; and it passes the server's checks before a handler
-//! (`limits::precheck`: RFC 9112's single valid `Host`, and the declared body size), checked
-//! here while the fields are read rather than by looking them up again.
-//! Everything else, malformed heads included, is [`Parsed::Handoff`]: hyper serves the
-//! connection from that request on and gives the answers (and the request smuggling
-//! defences) it gives today.
+//! body still on its way goes to hyper, which applies the minimum body rate); no `Expect`,
+//! no `Upgrade`, and a `Connection` of `close` or `keep-alive` at most once. And it passes
+//! the server's checks before a handler (`limits::precheck`: RFC 9112's single valid
+//! `Host`, and the declared body size), checked here while the fields are read rather than
+//! by looking them up again. Everything else, malformed heads included, is
+//! [`Parsed::Handoff`]: hyper serves the connection from that request on and gives the
+//! answers (and the request smuggling defences) it gives today.
 
 use std::mem::MaybeUninit;
 

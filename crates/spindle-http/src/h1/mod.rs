@@ -1,14 +1,14 @@
-//! spindle-http's own HTTP/1.1 path: plain requests (a small `Content-Length` body at most,
-//! nothing special; module `head`) on a plain socket are read, handed to the handler and answered here, without
-//! hyper's general dispatcher; the first request that is anything else hands the connection
-//! to hyper, which serves it from that request on.
+//! spindle-http's own HTTP/1.1 path: plain requests (a small `Content-Length` body at
+//! most, nothing special; module `head`) on a plain socket are read, handed to the handler
+//! and answered here, without hyper's general dispatcher; the first request that is
+//! anything else hands the connection to hyper, which serves it from that request on.
 //!
 //! Why: a hello-world request through hyper cost spindle-http ~3,100 user-space
 //! instructions more than a path of its own (callgrind, docs/ARCHITECTURE.md, "An HTTP/1
 //! path without hyper, measured"), the difference between trailing and leading
-//! may-minihttp's CPU per request. Chunked or large bodies, `Expect`, upgrades, HTTP/1.0
-//! and malformed input stay hyper's: its request smuggling defences and error answers are
-//! not rewritten here.
+//! may-minihttp's CPU per request. Chunked, large or slow bodies, `Expect`, upgrades,
+//! HTTP/1.0 and malformed input stay hyper's: its request smuggling defences and error
+//! answers are not rewritten here.
 //!
 //! Invariants:
 //!
@@ -17,15 +17,17 @@
 //!   replayed to hyper: the hand-off first writes every answer given here, then passes the
 //!   unread bytes, so hyper starts exactly at the request it was handed.
 //! - **Bounded memory.** The output buffer is written out when it passes
-//!   [`socket::COALESCE_LIMIT`] (larger body pieces go to the socket without a copy), and
-//!   before every wait for the client; a head still incomplete past [`MAX_PARTIAL`] bytes is
-//!   handed to hyper, which applies the server's limits, and so is a request whose body did
-//!   not come with its head or would not fit in [`MAX_PARTIAL`] with it. Idle connections keep no
-//!   output buffer (it goes back to the thread's spare slot once written).
+//!   [`COALESCE_LIMIT`] (module `socket`; larger body pieces go to the socket without a
+//!   copy), and before every wait for the client; a head still incomplete past
+//!   [`MAX_PARTIAL`] bytes is handed to hyper, which applies the server's limits, and so is
+//!   a request whose body did not come with its head or would not fit in [`MAX_PARTIAL`]
+//!   with it. Idle connections keep no output buffer (it goes back to the thread's spare
+//!   slot once written) and no read buffer beyond the bytes not yet served.
 //! - **Bounded waits.** Waiting for a request ends at shutdown, at the idle timeout, and,
 //!   while a head has begun but is incomplete (or for the first request), at the header
-//!   read timeout (this path never waits for a body: hyper does, with its rate limit); waiting to write (a client that does not read) or for a streamed body's next
-//!   piece ends at the idle timeout: a whole period with no byte moved. A running handler is
+//!   read timeout (this path never waits for a body: hyper does, with its rate limit).
+//!   Waiting to write (a client that does not read) or for a streamed body's next piece
+//!   ends at the idle timeout: a whole period with no byte moved. A running handler is
 //!   never timed out (as under hyper).
 //! - **Graceful shutdown.** An idle connection closes at once; one with a request in its
 //!   handler answers it with `Connection: close`, then closes.
