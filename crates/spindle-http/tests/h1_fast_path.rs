@@ -471,3 +471,17 @@ fn random_garbage_never_stops_the_server() {
     assert_eq!(resp.text(), "GET /after 0");
     server.shutdown();
 }
+
+/// Graceful shutdown on this path: a kept-alive connection waiting for its next request is
+/// closed at once (not at its idle timeout), and counted as closed, not cancelled.
+#[test]
+fn shutdown_closes_a_kept_alive_connection_between_requests() {
+    let server = Server::builder().idle_timeout(Duration::from_secs(600)).serve(local(), describe).unwrap();
+    let mut s = connect(server.local_addr());
+    s.write_all(b"GET /one HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, &mut Vec::new()).unwrap().text(), "GET /one 0");
+    let report = server.shutdown_timeout(Duration::from_secs(20));
+    assert_eq!(report.cancelled_connections, 0, "{report:?}");
+    let mut rest = Vec::new();
+    assert!(matches!(s.read_to_end(&mut rest), Ok(0)), "closed by the server: {rest:?}");
+}
