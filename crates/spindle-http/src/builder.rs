@@ -148,12 +148,13 @@ impl Builder {
         self
     }
 
-    /// Serves plain HTTP/1.1 requests (no body, no `Expect` or `Upgrade`) on plain sockets
-    /// with spindle-http's own HTTP/1 path instead of hyper's dispatcher (default on): the
-    /// same handlers, answers and limits, fewer instructions a request. The first request on
-    /// a connection that is anything else (a body, HTTP/1.0, a malformed head) hands the
-    /// connection to hyper, which serves it from that request on. Off: hyper serves every
-    /// request.
+    /// Serves plain HTTP/1.1 requests (no body, or a `Content-Length` body of a few KiB that
+    /// came with its head; no `Expect` or `Upgrade`) on plain sockets with spindle-http's
+    /// own HTTP/1 path instead of hyper's dispatcher (default on): the same handlers,
+    /// answers and limits, fewer instructions a request, and idle connections without
+    /// hyper's buffers. The first request on a connection that is anything else (a chunked,
+    /// large or slow body, HTTP/1.0, a malformed head) hands the connection to hyper, which
+    /// serves it from that request on. Off: hyper serves every request.
     pub fn http1_fast_path(mut self, on: bool) -> Builder {
         self.config.http1_fast_path = on;
         self

@@ -27,9 +27,7 @@ impl Busy {
         counters.busy.fetch_add(1, Ordering::Relaxed);
         Busy(counters.downgrade())
     }
-}
 
-impl Busy {
     /// Counted nowhere: spindle-http's own HTTP/1 path knows when its one handler runs.
     pub(crate) fn untracked() -> Busy {
         Busy(WeakCounters::none())

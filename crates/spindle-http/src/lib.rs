@@ -1,7 +1,8 @@
 //! spindle-http: an HTTP/1.1 and HTTP/2 server and client on spindle fibers, with hyper 1.x
 //! as the protocol engine and a path of its own for plain HTTP/1.1 requests
-//! ([`Builder::http1_fast_path`]: requests without a body on a plain socket; the first
-//! request that is anything else hands the connection to hyper).
+//! ([`Builder::http1_fast_path`]: requests without a body, or with a small one that came
+//! with the head, on a plain socket; the first request that is anything else hands the
+//! connection to hyper).
 //!
 //! Each connection is a `Send` async task, which drives the connection and which
 //! any worker may poll between requests (an idle worker takes over the connections of a busy
