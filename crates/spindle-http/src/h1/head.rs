@@ -10,18 +10,18 @@
 //! whose body is within the server's body limit, within [`Limits::max_request`] with the
 //! head, and already read with the head (it is given to the handler as a body in memory; a
 //! body still on its way goes to hyper, which applies the minimum body rate); no `Expect`,
-//! no `Upgrade`, and a `Connection` of `close` or `keep-alive` at most once. And it passes
-//! the server's checks before a handler (`limits::precheck`: RFC 9112's single valid
-//! `Host`, and the declared body size), checked here while the fields are read rather than
-//! by looking them up again. Everything else, malformed heads included, is
-//! [`Parsed::Handoff`]: hyper serves the connection from that request on and gives the
-//! answers (and the request smuggling defences) it gives today.
+//! no `Upgrade`, no `TE` (trailers), and a `Connection` of `close` or `keep-alive` at most
+//! once. And it passes the server's checks before a handler (`limits::precheck`: RFC
+//! 9112's single valid `Host`, and the declared body size), checked here while the fields
+//! are read rather than by looking them up again. Everything else, malformed heads
+//! included, is [`Parsed::Handoff`]: hyper serves the connection from that request on and
+//! gives the answers (and the request smuggling defences) it gives today.
 
 use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 use hyper::header::{
-    HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING, UPGRADE,
+    HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TE, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::{HeaderMap, Method, Request, Uri, Version};
 
@@ -109,7 +109,9 @@ pub(crate) fn parse(data: &Bytes, from: usize, limits: &Limits) -> Parsed {
             } else if !field.value.eq_ignore_ascii_case(b"keep-alive") {
                 return Parsed::Handoff;
             }
-        } else if name == TRANSFER_ENCODING || name == EXPECT || name == UPGRADE {
+        } else if name == TRANSFER_ENCODING || name == EXPECT || name == UPGRADE || name == TE {
+            // `TE` (`trailers`): hyper sends a streamed answer's trailers then; this path
+            // never does.
             return Parsed::Handoff;
         }
         let Ok(value) = HeaderValue::from_maybe_shared(data.slice_ref(field.value)) else {
@@ -255,6 +257,7 @@ mod tests {
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
             "PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nTE: trailers\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",

@@ -385,7 +385,8 @@ impl<H> Conn<H> {
                     return Err(io::Error::other(e));
                 }
                 Some(Ok(frame)) => {
-                    // Trailers are not sent (nothing asked for them: no `TE: trailers` here).
+                    // Trailers are not sent: no request asked for them (one with `TE` goes
+                    // to hyper, module `head`).
                     let Ok(data) = frame.into_data() else { continue };
                     if data.is_empty() {
                         continue; // an empty chunk would end a chunked body
