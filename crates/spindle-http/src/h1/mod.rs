@@ -460,16 +460,7 @@ mod tests {
         let stream = TcpStream::from_std(accepted).unwrap();
         let fut = serve(stream, Vec::new(), shared, Peer::new(None));
         let size = std::mem::size_of_val(&fut);
-        eprintln!(
-            "own future {size}; sleep {} stream {} conn {} origin {} req {} parsed {}",
-            std::mem::size_of::<Sleep>(),
-            std::mem::size_of::<TcpStream>(),
-            std::mem::size_of::<Conn<()>>(),
-            std::mem::size_of::<Origin>(),
-            std::mem::size_of::<Request<Body>>(),
-            std::mem::size_of::<Parsed>()
-        );
-        assert!(size <= 100000, "a connection's future takes {size} bytes");
+        assert!(size <= 960, "a connection's future takes {size} bytes");
         drop((fut, client));
     }
 }
