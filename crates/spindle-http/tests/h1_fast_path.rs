@@ -323,22 +323,6 @@ fn a_client_that_never_reads_is_closed_at_the_idle_timeout() {
     server.shutdown();
 }
 
-/// A small deterministic generator (xorshift64*): the same cases on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> usize {
-        (self.next() % n) as usize
-    }
-}
-
 /// Mixed pipelined requests (plain GETs with extra fields, small and large bodies, chunked
 /// bodies, `Content-Length: 0`), written in pieces of random sizes: every one is answered,
 /// in order, with what its handler saw, whichever path served it; with the path and
@@ -348,7 +332,8 @@ fn mixed_pipelined_requests_in_random_pieces_are_answered_in_order() {
     for fast in [true, false] {
         let server = Server::builder().http1_fast_path(fast).serve(local(), describe).unwrap();
         for seed in 1..=6u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            // Seeded: the same cases on every run.
+            let mut rng = fastrand::Rng::with_seed(seed);
             let mut wire = Vec::new();
             let mut want = Vec::new();
             // Odd seeds: only what the own path serves (GETs, DELETEs, POSTs of small
@@ -356,17 +341,17 @@ fn mixed_pipelined_requests_in_random_pieces_are_answered_in_order() {
             let kinds = if seed % 2 == 1 { 3 } else { 5 };
             for i in 0..40 {
                 let path = format!("/r{i}");
-                match [0, 4, 1, 2, 3][rng.below(kinds)] {
+                match [0, 4, 1, 2, 3][rng.usize(..kinds)] {
                     0 => {
-                        let extra = "v".repeat(rng.below(200));
+                        let extra = "v".repeat(rng.usize(..200));
                         write!(wire, "GET {path} HTTP/1.1\r\nHost: x\r\nX-Extra: {extra}\r\n\r\n").unwrap();
                         want.push(format!("GET {path} 0"));
                     }
                     1 | 2 => {
                         let len = if kinds == 3 {
-                            [0, 1, 100][rng.below(3)]
+                            [0, 1, 100][rng.usize(..3)]
                         } else {
-                            [0, 1, 100, 5_000, 12_000][rng.below(5)]
+                            [0, 1, 100, 5_000, 12_000][rng.usize(..5)]
                         };
                         write!(wire, "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n")
                             .unwrap();
@@ -374,7 +359,7 @@ fn mixed_pipelined_requests_in_random_pieces_are_answered_in_order() {
                         want.push(format!("POST {path} {len}"));
                     }
                     3 => {
-                        let len = rng.below(3000) + 1;
+                        let len = rng.usize(..3000) + 1;
                         write!(
                             wire,
                             "PUT {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{len:x}\r\n"
@@ -409,10 +394,10 @@ fn mixed_pipelined_requests_in_random_pieces_are_answered_in_order() {
             };
             let mut at = 0;
             while at < wire.len() {
-                let n = (rng.below(3000) + 1).min(wire.len() - at);
+                let n = (rng.usize(..3000) + 1).min(wire.len() - at);
                 s.write_all(&wire[at..at + n]).unwrap();
                 at += n;
-                if rng.below(4) == 0 {
+                if rng.usize(..4) == 0 {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
@@ -432,7 +417,7 @@ fn mixed_pipelined_requests_in_random_pieces_are_answered_in_order() {
 fn random_garbage_never_stops_the_server() {
     let server =
         Server::builder().header_read_timeout(Duration::from_millis(300)).serve(local(), describe).unwrap();
-    let mut rng = Rng(0x5eed);
+    let mut rng = fastrand::Rng::with_seed(0x5eed);
     let pieces: [&[u8]; 12] = [
         b"GET ",
         b"/ ",
@@ -449,11 +434,11 @@ fn random_garbage_never_stops_the_server() {
     ];
     for _ in 0..150 {
         let mut wire = Vec::new();
-        for _ in 0..rng.below(20) {
-            if rng.below(3) == 0 {
-                wire.push((rng.next() & 0xff) as u8);
+        for _ in 0..rng.usize(..20) {
+            if rng.usize(..3) == 0 {
+                wire.push(rng.u8(..));
             } else {
-                wire.extend_from_slice(pieces[rng.below(pieces.len() as u64)]);
+                wire.extend_from_slice(pieces[rng.usize(..pieces.len())]);
             }
         }
         let mut s = connect(server.local_addr());

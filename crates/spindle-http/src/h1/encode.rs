@@ -37,7 +37,7 @@ pub(crate) enum BodyShape {
 }
 
 /// Whether a response with this status, to a request with this method, has a body.
-pub(crate) fn has_body(status: StatusCode, head_request: bool) -> bool {
+fn has_body(status: StatusCode, head_request: bool) -> bool {
     !(head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT

@@ -59,7 +59,7 @@ use crate::Body;
 
 /// The longest incomplete head this path waits on, and the longest request (head and body)
 /// it serves; past it hyper takes the connection.
-pub(crate) const MAX_PARTIAL: usize = 8 * 1024;
+const MAX_PARTIAL: usize = 8 * 1024;
 
 /// The most bytes one read takes (into the thread's scratch buffer).
 const READ_SIZE: usize = 16 * 1024;
