@@ -1,4 +1,4 @@
-//! A per-thread cache of freed control blocks' memory, by layout (module `fiber::block`), so
+//! A per-thread cache of freed control blocks' memory, by class (module `fiber::block`), so
 //! that a spawn after a fiber's end reuses a block without a trip through the allocator.
 //!
 //! glibc's malloc and free cost ~150 instructions per spawn, and more when thousands of
@@ -57,7 +57,7 @@ const OTHER_BYTES: usize = 512 << 10;
 /// Blocks a class keeps after [`trim`].
 const IDLE_KEEP: usize = 64;
 
-/// Freed blocks of one thread, by layout.
+/// Freed blocks of one thread, by class.
 struct Cache {
     /// The block freed last: the next spawn of a closure type of its class takes it back without
     /// searching `classes` (a fiber's end then a spawn is the common rhythm).
