@@ -16,7 +16,11 @@ fn parking_inside_a_no_park_section_panics_naming_it() {
     let err = rt
         .spawn(|| {
             let _section = spindle::fiber::no_park("the config RefCell borrow");
-            spindle::time::sleep(Duration::from_millis(1));
+            // A sleep that is sure to park: the check runs where the fiber parks, and a
+            // 1 ms sleep whose deadline had passed by the time it looked (a loaded CI run
+            // under ASan) returned without parking, and without the panic. The panic
+            // unwinds out of the park at once: the test does not wait an hour.
+            spindle::time::sleep(Duration::from_secs(3600));
         })
         .join()
         .unwrap_err();
