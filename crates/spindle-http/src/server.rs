@@ -193,6 +193,44 @@ impl Server {
         self.runtimes.iter().flat_map(|rt| rt.metrics()).collect()
     }
 
+    /// The handle of the server's runtime, to run other services on the server's workers
+    /// rather than on a runtime of their own: a gRPC server
+    /// (`spindle_grpc::Server::new(channel).handle(server.handle())`), background fibers
+    /// and tasks, clients. One process then has one pool of worker threads, as many as
+    /// [`Builder::workers`], instead of one per server.
+    ///
+    /// With [`Accept::Runtimes`](crate::Accept::Runtimes) (one single-worker runtime per
+    /// worker) it is the first of them, whose one worker then runs what is spawned there.
+    /// The runtime ends with the server: a graceful shutdown waits for the server's own
+    /// connections only, and once [`Server::shutdown`] (or `wait`) has returned, or the server
+    /// is dropped, what else runs there is cancelled and the handle refuses new work
+    /// (`try_spawn` returns `RuntimeClosed`; `spawn` panics). Shut the other services down
+    /// first (a gRPC server's `Serving::shutdown` drains its calls), then the server.
+    ///
+    /// ```no_run
+    /// use spindle_http::{Body, Request, Response, Server};
+    ///
+    /// let server = Server::builder()
+    ///     .workers(2)
+    ///     .serve("127.0.0.1:8080", |_req: Request<Body>| Response::new("ok"))
+    ///     .unwrap();
+    /// // A second listener, served by the same two workers.
+    /// let echo = server.handle().spawn(|| {
+    ///     let listener = spindle::net::TcpListener::bind("127.0.0.1:9000")?;
+    ///     let (mut stream, _) = listener.accept()?;
+    ///     let mut reader = stream.try_clone()?;
+    ///     std::io::copy(&mut reader, &mut stream)
+    /// });
+    /// # drop(echo);
+    /// server.wait();
+    /// ```
+    pub fn handle(&self) -> spindle::Handle {
+        self.runtimes
+            .first()
+            .expect("a running server has at least one runtime (Builder::start makes them)")
+            .handle()
+    }
+
     /// A handle that starts the graceful shutdown from anywhere: another thread, a handler.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle { control: self.control.clone() }
