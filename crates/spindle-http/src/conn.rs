@@ -232,6 +232,12 @@ impl<H: Respond> Future for Engine<H> {
         };
         match std::task::ready!(fut.as_mut().poll(cx)) {
             crate::h1::Outcome::Closed => Poll::Ready(()),
+            crate::h1::Outcome::Linger(stream) => {
+                if let Some(active) = active.take() {
+                    spawn_lingering_close(stream, active);
+                }
+                Poll::Ready(())
+            }
             crate::h1::Outcome::Handoff { stream, replay } => {
                 let serving = hyper_serving((Transport::Plain(stream), Proto::Http1, replay), shared, *peer);
                 let active = active.take().expect("the own path hands off once");

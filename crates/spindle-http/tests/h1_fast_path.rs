@@ -262,6 +262,7 @@ fn a_handler_asking_to_close_ends_the_connection_after_its_answer() {
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.matches("HTTP/1.1").count(), 1, "one answer, then the close: {text}");
     assert_eq!(text.to_ascii_lowercase().matches("connection: close").count(), 1, "{text}");
+    drop(s); // as a client does: the server's lingering close ends at once
     server.shutdown();
 }
 
@@ -280,6 +281,50 @@ fn a_request_asking_to_close_and_keep_alive_off_close_after_the_answer() {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("HTTP/1.1 200").count(), 1, "{text}");
         assert!(text.contains("connection: close\r\n") && text.ends_with("GET / 0"), "{text}");
+        // Closed as a client does once it has the answer: the server's lingering close (which
+        // a graceful shutdown waits for, up to 2 s) ends at once.
+        drop(s);
+        server.shutdown();
+    }
+}
+
+/// The client sends its next request while the closing answer is being made: that request
+/// sits unread in the server's socket when the server closes, and a plain `close` then
+/// resets the connection (RFC 9112 §9.6), so that the client's read ends in an error, not
+/// at the end of the answer. The server half-closes and reads the rest instead. The handler
+/// waits until the second request has been written (the test's order, not a timing).
+#[test]
+fn a_request_that_came_while_the_closing_answer_was_made_does_not_reset_the_connection() {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Mutex;
+    for (keep_alive, first) in [
+        (true, &b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..]),
+        (false, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+    ] {
+        let (started_tx, started_rx) = channel::<()>();
+        let (go_tx, go_rx) = channel::<()>();
+        let sync: Mutex<(Sender<()>, Receiver<()>)> = Mutex::new((started_tx, go_rx));
+        let server = Server::builder()
+            .keep_alive(keep_alive)
+            .serve(local(), move |req: Request<Body>| {
+                let sync = sync.lock().unwrap();
+                sync.0.send(()).unwrap();
+                sync.1.recv().unwrap(); // until the next request has been written
+                describe(req)
+            })
+            .unwrap();
+        let mut s = connect(server.local_addr());
+        s.write_all(first).unwrap();
+        started_rx.recv().unwrap();
+        s.write_all(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        go_tx.send(()).unwrap();
+        let mut out = Vec::new();
+        let read = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(read.is_ok(), "keep_alive {keep_alive}: {read:?} after {text:?}");
+        assert_eq!(text.matches("HTTP/1.1 200").count(), 1, "{text}");
+        assert!(text.contains("connection: close\r\n") && text.ends_with("GET / 0"), "{text}");
+        drop(s);
         server.shutdown();
     }
 }

@@ -31,6 +31,12 @@
 //!   never timed out (as under hyper).
 //! - **Graceful shutdown.** An idle connection closes at once; one with a request in its
 //!   handler answers it with `Connection: close`, then closes.
+//! - **Gentle close.** A connection this path closes after an answer (the client asked for
+//!   it, keep-alive is off, or shutdown) is not closed with the client's next bytes unread
+//!   in the socket: that would reset it (RFC 9112 §9.6), and the client's read of the answer
+//!   would end in an error. It is half-closed and read until the client closes, bounded in
+//!   bytes and time (module `conn`'s lingering close, in a task of its own that keeps the
+//!   connection counted).
 
 mod encode;
 mod head;
@@ -74,8 +80,11 @@ thread_local! {
 
 /// How a connection served here ended.
 pub(crate) enum Outcome {
-    /// Closed: by the client, at its request, the idle timeout or shutdown, or an error.
+    /// Closed: by the client, the idle timeout, shutdown while idle, or an error.
     Closed,
+    /// Closed by the server after its last answer (see "Gentle close"): the caller
+    /// half-closes the stream and reads what the client still sends before closing it.
+    Linger(TcpStream),
     /// hyper serves the rest: the stream, and the bytes read from it but not served here.
     Handoff { stream: TcpStream, replay: Vec<u8> },
 }
@@ -150,8 +159,10 @@ pub(crate) fn serve<H: Respond>(
                     return Outcome::Closed;
                 }
                 if close {
-                    let _ = conn.flush().await;
-                    return Outcome::Closed;
+                    return match conn.flush().await {
+                        Ok(()) => Outcome::Linger(conn.stream),
+                        Err(_) => Outcome::Closed,
+                    };
                 }
                 // Bounded: a batch of pipelined answers goes out once it passes the limit
                 // (heads alone can: bodiless answers to a read of 16 KiB of requests).
