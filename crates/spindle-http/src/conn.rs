@@ -19,6 +19,13 @@
 //!   an idle connection closes now, a busy one after its response).
 //! - **Nothing stranded.** Each time hyper has done all it can in a poll, the driver drains
 //!   the coalescing buffer (module `socket`), and before it returns hyper's result.
+//! - **No reset under the last answer.** A connection that ends after an answer (hyper
+//!   ending it on its own, its 400/431, or the own path's closing answer) is half-closed and
+//!   read until the client closes it, bounded in bytes and time ([`lingering_close`]),
+//!   rather than closed with the client's bytes unread: that would reset it, and the
+//!   client's read of the answer would fail (RFC 9112 §9.6). It stays counted in `active`
+//!   meanwhile. Connections the driver closes (idle, shutdown before a request) and those
+//!   hyper finishes at shutdown (idle keep-alive ones among them) close at once.
 
 use std::future::{poll_fn, Future};
 use std::net::{Shutdown, SocketAddr};
@@ -405,23 +412,35 @@ impl<H: Respond> Future for Serve<H> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        match std::task::ready!(this.poll_drive(cx)) {
-            Some(Err(e)) if error_status(&e).is_some() => {
-                // hyper wrote its 400/431 response (drained above); close gently, in a task
-                // of its own: this rare state would otherwise add its room to every
-                // connection task. It keeps the connection counted until the close ends.
-                // hyper's connection goes first: it holds the socket's other references (its
-                // `Io`, the service's counters), so the stream can be taken back only then.
-                let stream = this.serving.take().and_then(|Serving { conn, handle }| {
-                    drop(conn);
-                    handle.into_stream()
-                });
-                if let (Some(stream), Some(active)) = (stream, this.active.take()) {
-                    spawn_lingering_close(stream, active);
-                }
+        let gentle = match std::task::ready!(this.poll_drive(cx)) {
+            // hyper wrote its 400/431 response (drained above).
+            Some(Err(e)) if error_status(&e).is_some() => true,
+            Some(Err(e)) => {
+                log::debug!("spindle-http: connection error: {e}");
+                false
             }
-            Some(Err(e)) => log::debug!("spindle-http: connection error: {e}"),
-            _ => {}
+            // hyper ended the connection on its own: after an answer that closes it
+            // (keep-alive off, `Connection: close`, a 413 before the body was read), when the
+            // client may still be sending; or at the client's end, when the lingering read
+            // ends at once. Not when shutdown told it to finish: then it also closes idle
+            // keep-alive connections, whose clients may not close theirs for a while, and a
+            // shutdown is not held up for them.
+            Some(Ok(())) => !this.draining,
+            // The driver closed it: idle, or shutdown before a first request.
+            None => false,
+        };
+        if gentle {
+            // Closed gently, in a task of its own: its state would otherwise add its room to
+            // every connection task. It keeps the connection counted until the close ends.
+            // hyper's connection goes first: it holds the socket's other references (its
+            // `Io`, the service's counters), so the stream can be taken back only then.
+            let stream = this.serving.take().and_then(|Serving { conn, handle }| {
+                drop(conn);
+                handle.into_stream()
+            });
+            if let (Some(stream), Some(active)) = (stream, this.active.take()) {
+                spawn_lingering_close(stream, active);
+            }
         }
         // Finished: hyper's connection and the socket go now (a second poll finds none), then
         // the connection stops being counted.
@@ -456,8 +475,9 @@ fn spawn_lingering_close(stream: TcpStream, active: ConnectionGuard) {
 }
 
 /// Half-closes and reads what the client still sends (at most 1 MiB, for at most 2 s), so
-/// that closing a socket with unread data (an oversized header, say) does not reset the
-/// connection before the client has read the error response.
+/// that closing a socket with unread data (the rest of an oversized request, a request
+/// pipelined behind a closing one) does not reset the connection before the client has
+/// read the last response (RFC 9112 §9.6).
 async fn lingering_close(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
     let mut deadline = spindle::time::sleep_future(Duration::from_secs(2));

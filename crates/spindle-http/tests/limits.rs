@@ -45,6 +45,25 @@ fn declared_body_over_the_limit_gets_413_without_calling_the_handler() {
     server.shutdown();
 }
 
+/// A client that sends its whole oversized body before it reads: the body sits unread in
+/// the server's socket when the server closes after its 413, and a plain close resets the
+/// connection, so that the client's read ends in "connection reset" (RFC 9112 §9.6). The
+/// server half-closes and reads the rest instead: the client reads the 413, then the end.
+#[test]
+fn a_client_still_sending_its_body_reads_the_413_and_a_clean_end() {
+    let server = Server::builder().max_body_size(1024).serve(local(), body_len).unwrap();
+    let mut s = common::connect(server.local_addr());
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\n\r\n").unwrap();
+    s.write_all(&[b'a'; 65536]).unwrap();
+    let mut out = Vec::new();
+    let read = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(read.is_ok(), "{read:?} after {text:?}");
+    assert!(status_line(&text).starts_with("HTTP/1.1 413"), "{text:?}");
+    drop(s);
+    server.shutdown();
+}
+
 #[test]
 fn chunked_body_over_the_limit_gets_413_whatever_the_handler_answers() {
     let server = Server::builder().max_body_size(1024).serve(local(), body_len).unwrap();
