@@ -266,12 +266,16 @@ fn a_handler_asking_to_close_ends_the_connection_after_its_answer() {
     server.shutdown();
 }
 
+/// The two ways a request's answer closes the connection: the request asks for it, or the
+/// server has keep-alive off (`keep_alive`, the request).
+const CLOSING: [(bool, &[u8]); 2] = [
+    (true, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    (false, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+];
+
 #[test]
 fn a_request_asking_to_close_and_keep_alive_off_close_after_the_answer() {
-    for (keep_alive, request) in [
-        (true, &b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..]),
-        (false, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-    ] {
+    for (keep_alive, request) in CLOSING {
         let server = Server::builder().keep_alive(keep_alive).serve(local(), describe).unwrap();
         let mut s = connect(server.local_addr());
         s.write_all(request).unwrap();
@@ -297,10 +301,7 @@ fn a_request_asking_to_close_and_keep_alive_off_close_after_the_answer() {
 fn a_request_that_came_while_the_closing_answer_was_made_does_not_reset_the_connection() {
     use std::sync::mpsc::{channel, Receiver, Sender};
     use std::sync::Mutex;
-    for (keep_alive, first) in [
-        (true, &b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..]),
-        (false, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-    ] {
+    for (keep_alive, first) in CLOSING {
         let (started_tx, started_rx) = channel::<()>();
         let (go_tx, go_rx) = channel::<()>();
         let sync: Mutex<(Sender<()>, Receiver<()>)> = Mutex::new((started_tx, go_rx));
