@@ -48,7 +48,9 @@ pub(crate) struct Config {
     pub(crate) keep_alive: bool,
     pub(crate) http2: bool,
     pub(crate) http1_fast_path: bool,
-    max_concurrent_streams: u32,
+    pub(crate) max_concurrent_streams: u32,
+    pub(crate) http2_max_unsent: u64,
+    pub(crate) http2_send_timeout: Option<Duration>,
     pub(crate) pipeline_flush: bool,
     max_buf_size: usize,
     max_header_size: usize,
@@ -88,6 +90,8 @@ impl Builder {
                 http2: true,
                 http1_fast_path: true,
                 max_concurrent_streams: 100,
+                http2_max_unsent: 4 << 20,
+                http2_send_timeout: Some(Duration::from_secs(10)),
                 pipeline_flush: true,
                 max_buf_size: 64 * 1024,
                 max_header_size: 64 * 1024,
@@ -128,9 +132,39 @@ impl Builder {
     }
 
     /// The most HTTP/2 streams (concurrent requests) one connection may have open (default
-    /// 100); each has its own send buffer of up to `max_buf_size`.
+    /// 100); each has its own send buffer of up to `max_buf_size`. Handlers count until they
+    /// end: a stream the client reset cancels its blocking handler at the handler's next
+    /// park, and until it has ended a new stream that would pass this limit is refused
+    /// (`REFUSED_STREAM`, safe for the client to retry). A client that keeps opening streams
+    /// past 20 such refusals in a row gets a GOAWAY of `ENHANCE_YOUR_CALM` and the connection
+    /// ends.
     pub fn max_concurrent_streams(mut self, n: u32) -> Builder {
         self.config.max_concurrent_streams = n.max(1);
+        self
+    }
+
+    /// The most response bytes one HTTP/2 connection may hold unsent (default 4 MiB): the
+    /// bytes its responses' bodies still hold while the client's flow-control window keeps
+    /// them from going out. Past it, new streams are refused (`REFUSED_STREAM`) until the
+    /// client reads. A body's bytes leave it at most one frame ahead of the window (a
+    /// streaming body is pulled, and its producer's writes wait, only as the window opens).
+    /// A handler that builds a large body in memory before it returns holds it meanwhile: a
+    /// connection holds at most this budget plus the bodies of the handlers already running
+    /// when it was passed (at most [`Builder::max_concurrent_streams`] of them), and for at
+    /// most [`Builder::http2_send_timeout`] without progress.
+    pub fn http2_max_unsent(mut self, bytes: u64) -> Builder {
+        self.config.http2_max_unsent = bytes;
+        self
+    }
+
+    /// How long an HTTP/2 connection may have a response waiting for the client's
+    /// flow-control window with nothing written to the client (default 10 s; keep it shorter
+    /// than [`Builder::idle_timeout`]): past it, the connection is closed (a GOAWAY, then the
+    /// socket), and the memory its responses held is freed. It is checked once per period,
+    /// so such a connection closes after one to two periods. `None` disables it (then only
+    /// the idle timeout closes such a connection).
+    pub fn http2_send_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Builder {
+        self.config.http2_send_timeout = timeout.into();
         self
     }
 

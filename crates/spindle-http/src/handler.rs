@@ -18,7 +18,9 @@ use crate::socket::{CountersRef, WeakCounters};
 use crate::Body;
 
 /// Counts one running handler in its connection's
-/// [`Counters::busy`](crate::service::Counters::busy) while alive. Holds the
+/// [`Counters::busy`](crate::service::Counters::busy) while alive: a blocking handler's fiber
+/// holds it until the fiber ends, even after its stream was reset (the handler then still
+/// holds a worker's time or memory until its next park, where it is cancelled). Holds the
 /// counters weakly: a handler that outlives its connection does not keep its socket open.
 pub(crate) struct Busy(WeakCounters);
 
@@ -59,6 +61,11 @@ pub(crate) trait Respond: Send + Sync + 'static {
 /// is what reads the body the handler may be waiting for). The fiber never moves once
 /// started; the tasks may.
 ///
+/// **No handler outlives its request.** Dropping the response future before the fiber has
+/// answered (an HTTP/2 stream reset by the client, a connection that ended) cancels the
+/// fiber: it unwinds at its next park. Until it ends it stays counted as busy (its [`Busy`]
+/// lives in the fiber), so that a client cannot pile up handlers by resetting their streams.
+///
 /// The fiber starts at once, inside the task's poll (`spawn_now`): a handler that does not
 /// park has answered when it returns, with no queueing and no wake-up. Under HTTP/1 it
 /// starts when hyper hands over the request, in the connection task's poll (which serves
@@ -80,15 +87,15 @@ where
             // stack and copied it in: one more copy of the request).
             let (handler, origin) = (self.0.clone(), *origin);
             let call = Box::new_uninit();
-            State::Start(Box::write(call, Call { handler, req, origin }))
+            State::Start(Box::write(call, Call { handler, req, origin, busy }))
         } else {
             // At once: hyper's HTTP/1 dispatcher reads the socket (to notice a client that
             // goes away) before it polls this future, and the request, while alive, pins
             // its read buffer, which would then be reallocated for every request. Started
             // here rather than through a `Call` (each hop was one more copy of the request).
-            start(self.0.clone(), req, origin)
+            start(self.0.clone(), req, origin, busy)
         };
-        BlockingResponse { state, _busy: busy }
+        BlockingResponse { state }
     }
 }
 
@@ -97,11 +104,13 @@ pub(crate) struct Call<F> {
     handler: Arc<F>,
     req: Request<Body>,
     origin: Origin,
+    busy: Busy,
 }
 
-/// Starts the handler's fiber, which runs at once until it parks or finishes.
+/// Starts the handler's fiber, which runs at once until it parks or finishes. The fiber
+/// holds `busy` until it ends.
 #[inline(always)]
-fn start<F, B>(handler: Arc<F>, req: Request<Body>, origin: &Origin) -> State<F>
+fn start<F, B>(handler: Arc<F>, req: Request<Body>, origin: &Origin, busy: Busy) -> State<F>
 where
     F: Fn(Request<Body>) -> Response<B> + Send + Sync + 'static,
     B: Into<Body>,
@@ -109,6 +118,7 @@ where
     let name = origin.handler_name(&req);
     let spawned =
         spindle::fiber::Builder::new().name(name).stack_size(origin.stack_size).spawn_now(move || {
+            let _busy = busy;
             let result = catch_unwind(AssertUnwindSafe(|| handler(req).map(Into::into)));
             result.unwrap_or_else(panicked)
         });
@@ -122,10 +132,9 @@ where
 }
 
 /// The response future of a blocking handler: the call until its first poll, then its
-/// fiber's join handle.
+/// fiber's join handle. Dropped before the fiber answered, it cancels the fiber.
 pub(crate) struct BlockingResponse<F> {
     state: State<F>,
-    _busy: Busy,
 }
 
 enum State<F> {
@@ -148,8 +157,8 @@ where
         let state = &mut self.get_mut().state;
         if matches!(state, State::Start(_)) {
             let State::Start(call) = std::mem::replace(state, State::Failed) else { unreachable!() };
-            let Call { handler, req, origin } = *call;
-            *state = start(handler, req, &origin);
+            let Call { handler, req, origin, busy } = *call;
+            *state = start(handler, req, &origin, busy);
         }
         let State::Waiting(join) = state else { return Poll::Ready(Ok(unavailable())) };
         match Pin::new(join).poll(cx) {
@@ -158,6 +167,18 @@ where
             // The fiber catches the handler's panics: this is the runtime's shutdown
             // cancelling it (the task polling this is being cancelled too).
             Poll::Ready(Err(_)) => Poll::Ready(Ok(unavailable())),
+        }
+    }
+}
+
+impl<F> Drop for BlockingResponse<F> {
+    fn drop(&mut self) {
+        // The request's stream was reset or its connection ended before the answer: nobody
+        // will read it, so the handler stops at its next park (module doc of `Blocking`).
+        if let State::Waiting(join) = &self.state {
+            if !join.is_finished() {
+                join.cancel();
+            }
         }
     }
 }

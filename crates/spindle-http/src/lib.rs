@@ -53,6 +53,7 @@ mod exec;
 mod h1;
 mod handler;
 mod limits;
+mod meter;
 mod server;
 mod service;
 mod socket;

@@ -1,12 +1,27 @@
 //! The hyper service of one connection: checks what must be refused before a handler runs
 //! (`limits::precheck`), puts the request body under the server's limits, and hands the
 //! request to the handler; a body limit broken while the handler ran replaces its answer.
+//!
+//! Under HTTP/2 it also refuses a new stream (`REFUSED_STREAM`, which a client may retry
+//! safely) while the connection is at its limit of running handlers, or holds more unsent
+//! response bytes than its budget (module `meter`):
+//!
+//! - **Handlers count until they end.** h2 counts a stream against
+//!   `max_concurrent_streams` only until it is reset, but a blocking handler whose stream
+//!   was reset runs on until its next park (and a handler that never parks, until it
+//!   returns). `Counters::busy` counts handlers until they end, and a stream that would take
+//!   it past the limit is refused.
+//! - **Refusing is bounded too.** Each stream refused for running handlers adds to
+//!   `Counters::refused` (a stream served clears it); the connection's driver ends a
+//!   connection whose client kept opening streams past [`REFUSALS_BEFORE_GOAWAY`] refusals
+//!   with a GOAWAY of `ENHANCE_YOUR_CALM`, as h2 does for streams reset before they were
+//!   accepted.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -17,7 +32,7 @@ use hyper::{Request, Response};
 use crate::handler::{Busy, Respond};
 use crate::limits::{self, Fault, Guarded};
 use crate::server::Shared;
-use crate::socket::CountersRef;
+use crate::socket::{CountersRef, WeakCounters};
 use crate::Body;
 
 /// What a handler fiber spawned for a request is made from: its name says which client and
@@ -162,15 +177,27 @@ static OCTETS: [([u8; 4], u8); 256] = {
     table
 };
 
+/// Streams refused in a row for running handlers before the connection is ended with
+/// `ENHANCE_YOUR_CALM` (module doc): as many as h2 tolerates streams reset before they were
+/// accepted, by default.
+pub(crate) const REFUSALS_BEFORE_GOAWAY: u8 = 20;
+
 /// The counters a connection's service and its driver share (they live in the socket's
 /// shared state, module `socket`: one allocation per connection).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    /// Handlers running (request received, response not yet produced): a connection with a
-    /// running handler is not idle. Under HTTP/2 the streams' futures may finish on several
-    /// workers at once: read-modify-writes.
+    /// Handlers running (request received, handler not yet ended): a connection with a
+    /// running handler is not idle. Under HTTP/2 the streams' futures and the handlers'
+    /// fibers may end on several workers at once: read-modify-writes.
     pub(crate) busy: AtomicU32,
-    /// Whether a request was received (an atomic the size of a byte: the counters share an
+    /// HTTP/2: metered bodies waiting for the peer's window (module `meter`).
+    pub(crate) stalled: AtomicU32,
+    /// HTTP/2: response bytes held by the connection's metered bodies (module `meter`).
+    pub(crate) unsent: AtomicU64,
+    /// HTTP/2: streams refused in a row because `busy` was at the stream limit (it need not
+    /// count past [`REFUSALS_BEFORE_GOAWAY`]: a byte).
+    pub(crate) refused: AtomicU8,
+    /// Whether a request was received (atomics the size of a byte: the counters share an
     /// allocation with the socket, whose size is rounded to the allocator's chunk).
     pub(crate) requested: AtomicBool,
 }
@@ -183,9 +210,27 @@ pub(crate) struct Service<H> {
     pub(crate) http2: bool,
 }
 
+impl<H: Respond> Service<H> {
+    /// Whether a new HTTP/2 stream must be refused (module doc); counts a refusal for
+    /// running handlers.
+    fn refuses_stream(&self) -> bool {
+        let config = &self.shared.config;
+        if self.counters.busy.load(Ordering::Relaxed) >= config.max_concurrent_streams {
+            let refused = self.counters.refused.load(Ordering::Relaxed);
+            self.counters.refused.store(refused.saturating_add(1), Ordering::Relaxed);
+            return true;
+        }
+        if self.counters.refused.load(Ordering::Relaxed) != 0 {
+            self.counters.refused.store(0, Ordering::Relaxed);
+        }
+        self.counters.unsent.load(Ordering::Relaxed) > config.http2_max_unsent
+    }
+}
+
 impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
     type Response = Response<Body>;
-    type Error = Infallible;
+    /// A refused HTTP/2 stream: hyper resets it with the error's reason.
+    type Error = h2::Error;
     type Future = ResponseFuture<H::Future>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
@@ -193,6 +238,9 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
         let body_limits = self.shared.config.body_limits;
         // HTTP/2 has no `Connection` header (a refused stream is reset; the connection lives).
         let http2 = self.http2;
+        if http2 && self.refuses_stream() {
+            return ResponseFuture::Refused;
+        }
         if let Some(refused) = limits::precheck(&req, &body_limits) {
             let response = Box::new(without_connection_header(refused, http2));
             return ResponseFuture::Early { response: Some(response) };
@@ -209,7 +257,8 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
         });
         let origin = Origin { peer: self.peer, stack_size: self.shared.config.stack_size, http2 };
         let inner = self.shared.handler.respond(req, busy, &origin);
-        ResponseFuture::Handler { inner, fault }
+        let meter = if http2 { Some(self.counters.downgrade()) } else { None };
+        ResponseFuture::Handler { inner, fault, meter }
     }
 }
 
@@ -229,27 +278,30 @@ pin_project_lite::pin_project! {
     #[project = ResponseProj]
     pub(crate) enum ResponseFuture<F> {
         Early { response: Option<Box<Response<Body>>> },
-        Handler { #[pin] inner: F, fault: Fault },
+        /// An HTTP/2 stream refused before its handler (module doc).
+        Refused,
+        /// `meter`: under HTTP/2, the connection whose unsent bytes the body counts in.
+        Handler { #[pin] inner: F, fault: Fault, meter: Option<WeakCounters> },
     }
 }
 
 impl<F: Future<Output = Result<Response<Body>, Infallible>>> Future for ResponseFuture<F> {
-    type Output = Result<Response<Body>, Infallible>;
+    type Output = Result<Response<Body>, h2::Error>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
             ResponseProj::Early { response } => Poll::Ready(Ok(*response
                 .take()
                 .expect("spindle-http response future polled after completion"))),
-            ResponseProj::Handler { inner, fault } => {
-                // The handler's poll is passed on as it is unless a body limit was broken
-                // (`ready!` and `Ok` around the response moved it twice more).
-                let polled = inner.poll(cx);
-                if polled.is_ready() {
-                    if let Some(replaced) = fault.response() {
-                        return Poll::Ready(Ok(replaced));
-                    }
+            ResponseProj::Refused => Poll::Ready(Err(h2::Reason::REFUSED_STREAM.into())),
+            ResponseProj::Handler { inner, fault, meter } => {
+                let Poll::Ready(Ok(mut response)) = inner.poll(cx) else { return Poll::Pending };
+                if let Some(replaced) = fault.response() {
+                    response = replaced;
                 }
-                polled
+                if let Some(counters) = meter {
+                    response = response.map(|body| crate::meter::meter(body, counters));
+                }
+                Poll::Ready(Ok(response))
             }
         }
     }

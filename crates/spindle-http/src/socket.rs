@@ -35,6 +35,13 @@
 //!   hyper's connection, in the task), a running handler weakly ([`WeakCounters`]: a handler
 //!   that outlives its connection, in an HTTP/2 stream's task, does not keep the socket open).
 //!
+//! - **Whole frames or nothing**: the driver may end an HTTP/2 connection itself (idle,
+//!   stalled, or an abusive client) with a GOAWAY frame of its own, written here once
+//!   hyper's connection is gone ([`IoHandle::queue_final`]). hyper and h2 offer each write
+//!   all the bytes they have encoded, so the stream is at a frame boundary unless the last
+//!   direct write took only part of what was offered (`Inner::mid_frame`); then the frame
+//!   is not written (the bytes after the cut would be read as the rest of the frame).
+//!
 //! This replaces hyper's `pipeline_flush`, which batches the same way but lifts the write
 //! buffer's limit (hyper's `can_buffer` then always says yes: a client that pipelines
 //! without reading made the server buffer every response) and skips flushing whenever its
@@ -164,11 +171,15 @@ struct Inner {
     stream: Transport,
     /// Bytes read before hyper took over (the protocol sniff), given to hyper first.
     replay: Vec<u8>,
-    replayed: usize,
+    /// How many of `replay` were given (the sniff's bytes: at most a buffer's worth).
+    replayed: u32,
+    /// The last direct write took only part of what hyper offered ("whole frames or nothing").
+    mid_frame: bool,
     /// Bytes accepted from hyper and not yet written to the socket (`out[sent..]`).
     out: Vec<u8>,
     sent: usize,
-    /// System calls that moved bytes (for the idle timeout).
+    /// System calls that moved bytes: reads in the low half, writes in the high half (the
+    /// idle timeout compares the whole, HTTP/2's send timeout the writes).
     progress: u64,
 }
 
@@ -196,7 +207,8 @@ pub(crate) struct IoHandle {
 /// The connection's counters, held strongly (by its service).
 pub(crate) struct CountersRef(Arc<Shared>);
 
-/// The connection's counters, held weakly (by a running handler).
+/// The connection's counters, held weakly (by a running handler, a metered body).
+#[derive(Clone)]
 pub(crate) struct WeakCounters(Weak<Shared>);
 
 impl Deref for CountersRef {
@@ -233,16 +245,34 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 /// bytes already read from the stream.
 pub(crate) fn new(stream: Transport, coalesce: bool, replay: Vec<u8>) -> (Io, IoHandle) {
     let flushless = !coalesce && matches!(stream, Transport::Plain(_));
-    let inner = Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, progress: 0 };
+    let inner =
+        Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, progress: 0, mid_frame: false };
     let shared =
         Arc::new(Shared { inner: Mutex::new(inner), counters: Counters::default(), coalesce, flushless });
     (Io { shared: shared.clone() }, IoHandle { shared })
 }
 
 impl Inner {
-    /// Counts a system call that moved bytes.
-    fn touch(&mut self) {
+    /// Counts a read that moved bytes.
+    fn touch_read(&mut self) {
         self.progress = self.progress.wrapping_add(1);
+    }
+
+    /// Counts a write that moved bytes.
+    fn touch_write(&mut self) {
+        self.progress = self.progress.wrapping_add(1 << 32);
+    }
+
+    /// Counts a direct write of `offered` bytes that returned `res`.
+    fn wrote(&mut self, res: &Poll<io::Result<usize>>, offered: usize) {
+        match res {
+            Poll::Ready(Ok(n)) => {
+                self.touch_write();
+                self.mid_frame = *n < offered;
+            }
+            Poll::Ready(Err(_)) => self.touch_write(),
+            Poll::Pending => {}
+        }
     }
 
     fn buffered(&self) -> usize {
@@ -259,7 +289,7 @@ impl Inner {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            self.touch();
+            self.touch_write();
             self.sent += n;
         }
         if self.out.capacity() > 0 {
@@ -306,6 +336,30 @@ impl IoHandle {
         lock(&self.shared.inner).progress
     }
 
+    /// How many writes moved bytes so far (for HTTP/2's send timeout), wrapping.
+    pub(crate) fn writes(&self) -> u32 {
+        (lock(&self.shared.inner).progress >> 32) as u32
+    }
+
+    /// Queues `frame`, the connection's last bytes, once hyper's connection is gone, unless
+    /// the stream is cut inside a frame ("whole frames or nothing"); whether it was queued.
+    /// [`IoHandle::poll_write_out`] writes it.
+    pub(crate) fn queue_final(&self, frame: &[u8]) -> bool {
+        let mut inner = lock(&self.shared.inner);
+        if inner.mid_frame {
+            return false;
+        }
+        inner.buffer(frame);
+        true
+    }
+
+    /// Writes out whatever is buffered, on any connection (unlike [`IoHandle::poll_drain`],
+    /// which a flushless connection skips: hyper never leaves bytes there, but
+    /// [`IoHandle::queue_final`] may).
+    pub(crate) fn poll_write_out(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        lock(&self.shared.inner).poll_drain(cx)
+    }
+
     /// The connection's counters.
     pub(crate) fn counters(&self) -> &Counters {
         &self.shared.counters
@@ -331,11 +385,12 @@ impl hyper::rt::Read for Io {
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let mut inner = lock(&self.shared.inner);
-        if inner.replayed < inner.replay.len() {
-            let n = buf.remaining().min(inner.replay.len() - inner.replayed);
-            buf.put_slice(&inner.replay[inner.replayed..inner.replayed + n]);
-            inner.replayed += n;
-            if inner.replayed == inner.replay.len() {
+        let replayed = inner.replayed as usize;
+        if replayed < inner.replay.len() {
+            let n = buf.remaining().min(inner.replay.len() - replayed);
+            buf.put_slice(&inner.replay[replayed..replayed + n]);
+            inner.replayed = (replayed + n) as u32;
+            if replayed + n == inner.replay.len() {
                 inner.replay = Vec::new();
                 inner.replayed = 0;
             }
@@ -343,7 +398,7 @@ impl hyper::rt::Read for Io {
         }
         let res = inner.stream.poll_read(cx, buf);
         if res.is_ready() {
-            inner.touch();
+            inner.touch_read();
         }
         res
     }
@@ -363,9 +418,7 @@ impl hyper::rt::Write for Io {
             }
         }
         let res = inner.stream.poll_write(cx, buf);
-        if res.is_ready() {
-            inner.touch();
-        }
+        inner.wrote(&res, buf.len());
         res
     }
 
@@ -387,9 +440,8 @@ impl hyper::rt::Write for Io {
             }
         }
         let res = inner.stream.poll_write_vectored(cx, bufs);
-        if res.is_ready() {
-            inner.touch();
-        }
+        let offered = if res.is_ready() { bufs.iter().map(|b| b.len()).sum() } else { 0 };
+        inner.wrote(&res, offered);
         res
     }
 
@@ -422,12 +474,12 @@ impl hyper::rt::Write for Io {
 mod tests {
     use super::*;
 
-    /// One allocation per connection for the socket and the counters: 184 bytes + 16 of
-    /// counts = 200, which glibc serves from a 208-byte chunk. With the `tls` feature the
+    /// One allocation per connection for the socket and the counters: 200 bytes + 16 of
+    /// counts = 216, which glibc serves from a 224-byte chunk. With the `tls` feature the
     /// transport is an enum of the plain socket and the boxed TLS streams: 8 bytes more.
     #[test]
     fn the_shared_state_stays_small() {
-        let bound = if cfg!(feature = "tls") { 192 } else { 184 };
+        let bound = if cfg!(feature = "tls") { 208 } else { 200 };
         assert!(std::mem::size_of::<Shared>() <= bound, "{}", std::mem::size_of::<Shared>());
     }
 }

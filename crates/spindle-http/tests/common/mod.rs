@@ -1,6 +1,8 @@
 //! Raw-socket client helpers for the server tests.
 #![allow(dead_code)]
 
+pub mod h2;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
