@@ -16,9 +16,11 @@
 //! - **Deadlines on the polling worker.** The deadline timer is a spindle timer of the worker that polls the call; the call is
 //!   only ever polled on a spindle worker (the caller's, or a pump task's: module `pipe`).
 //! - **The request side failing ends the call.** A request message above the channel's limit
-//!   (module `limit`), or the client's request body failing (tonic's client reports its
-//!   encoding errors, its `max_encoding_message_size` among them, that way), is recorded once
-//!   in [`CallState`] by the [`RequestBody`], which from then on gives the handler nothing:
+//!   (module `limit`), a second request message or none on a method that takes exactly one
+//!   (module `limit`, "one request message"), or the client's request body failing (tonic's
+//!   client reports its encoding errors, its `max_encoding_message_size` among them, that
+//!   way), is recorded once in [`CallState`] by the request body (module `request`), which
+//!   from then on gives the handler nothing:
 //!   its poll is `Pending` (the handler never sees the oversized message, a truncated stream
 //!   or a clean end). Whoever drives the call (polls the handler: the client's future and
 //!   body, or a pump) checks for the failure after every poll of the handler and before every
@@ -41,7 +43,7 @@ use spindle::time::Sleep;
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::limit::{self, Direction, Scanner};
+use crate::limit::{self, Direction, Scanner, Stop};
 use crate::pipe;
 
 /// What a registered service returns for one call.
@@ -192,114 +194,24 @@ impl Drop for End {
     }
 }
 
-/// The request body as the handler sees it: the client's body, failing with `CANCELLED` once
-/// the client has gone ("cancelled means the client left"), giving nothing more once the request side has failed
-/// ("the request side failing ends the call").
-pub(crate) struct RequestBody {
-    inner: Body,
-    state: Arc<CallState>,
-    /// The channel's request limit on the messages of `inner`.
-    scanner: Scanner,
-    /// The request side's failure, once found; `reported` once it is in `state`.
-    failure: Option<(Status, bool)>,
-}
-
-impl RequestBody {
-    pub(crate) fn new(inner: Body, state: Arc<CallState>, limit: usize) -> RequestBody {
-        RequestBody { inner, state, scanner: Scanner::new(limit), failure: None }
-    }
-
-    /// Records `status` as the request side's failure ("the request side failing ends the call"): wakes the driver, and
-    /// this body's reader, whose next poll fails with it.
-    fn report(&mut self, status: Status, cx: &Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        self.state.fail(status.clone());
-        self.failure = Some((status, true));
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-impl http_body::Body for RequestBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let this = &mut *self;
-        if this.state.cancelled.load(Ordering::Acquire) {
-            return Poll::Ready(Some(Err(Status::cancelled("the client cancelled the call"))));
-        }
-        match &this.failure {
-            None => {}
-            // The messages before the oversized one went out with the last frame: now fail.
-            Some((status, false)) => {
-                let status = status.clone();
-                return this.report(status, cx);
-            }
-            // A reader polling again after the failure (the driver has dropped the handler,
-            // or is about to): an error, never a clean end.
-            Some((status, true)) => return Poll::Ready(Some(Err(status.clone()))),
-        }
-        let poll = Pin::new(&mut this.inner).poll_frame(cx);
-        match poll {
-            Poll::Ready(Some(Ok(mut frame))) => {
-                if let Some(data) = frame.data_mut() {
-                    if let Some(large) = this.scanner.scan(data) {
-                        let status = limit::too_large(Direction::Request, large.len, large.limit);
-                        if large.at == 0 {
-                            return this.report(status, cx);
-                        }
-                        // Hand over the messages before it, and fail on the next poll.
-                        data.truncate(large.at);
-                        this.failure = Some((status, false));
-                    }
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            // tonic's client reports its encoding errors (its encoding limit among them) as an
-            // error of its request body.
-            Poll::Ready(Some(Err(status))) => this.report(limit::respec(status), cx),
-            Poll::Pending => {
-                *this.state.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-                // Cancelled between the check and the registration: do not miss it.
-                if this.state.cancelled.load(Ordering::Acquire) {
-                    return Poll::Ready(Some(Err(Status::cancelled("the client cancelled the call"))));
-                }
-                Poll::Pending
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream() && !self.state.cancelled.load(Ordering::Relaxed) && self.failure.is_none()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        match self.failure {
-            None => self.inner.size_hint(),
-            Some(_) => http_body::SizeHint::default(),
-        }
-    }
-}
-
-/// Parses a `grpc-timeout` header value (`<up to 8 digits><H|M|S|m|u|n>`).
+/// Parses a `grpc-timeout` header value: 1 to 8 ASCII digits, then one unit of `H M S m u n`
+/// (the gRPC spec's `TimeoutValue TimeoutUnit`); `None` for anything else (a sign, a space,
+/// a ninth digit). The network server refuses a request whose value is malformed (module
+/// `admit`).
 pub(crate) fn parse_timeout(value: &http::HeaderValue) -> Option<Duration> {
-    let s = value.to_str().ok()?;
-    if s.len() < 2 || s.len() > 9 {
+    let (&unit, digits) = value.as_bytes().split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let (digits, unit) = s.split_at(s.len() - 1);
-    let n: u64 = digits.parse().ok()?;
+    // At most 99,999,999: no overflow below, in hours either.
+    let n = digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
     Some(match unit {
-        "H" => Duration::from_secs(n.checked_mul(3600)?),
-        "M" => Duration::from_secs(n.checked_mul(60)?),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
         _ => return None,
     })
 }
@@ -509,7 +421,8 @@ impl DirectBody {
         match catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *body).poll_frame(cx))) {
             Ok(Poll::Ready(Some(Ok(mut frame)))) => {
                 if let Some(data) = frame.data_mut() {
-                    if let Some(large) = self.scanner.scan(data) {
+                    // (A response scanner counts no messages: it stops only on a size.)
+                    if let Some(Stop::TooLarge(large)) = self.scanner.scan(data) {
                         let status = limit::too_large(Direction::Response, large.len, large.limit);
                         if large.at == 0 {
                             return self.fail(&status);

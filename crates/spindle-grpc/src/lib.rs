@@ -55,6 +55,9 @@
 //! See the crate README for the table: deadlines (`grpc-timeout`, enforced with spindle timers
 //! as `DEADLINE_EXCEEDED`), cancellation (dropping the call drops the handler; a request
 //! stream the handler still reads fails with `CANCELLED`), unknown services (`UNIMPLEMENTED`),
+//! a unary or server-streaming call with several request messages or none (`INTERNAL`, as
+//! grpc-go, for a service whose method table the channel has: [`Channel::add_typed_service`],
+//! [`Channel::add_service_with_methods`]),
 //! panicking handlers (`INTERNAL`, and the channel keeps serving), message size limits
 //! ([`Channel::max_request_message_size`], [`Channel::max_response_message_size`], 4 MiB by
 //! default, and tonic's own codec limits, all reported as `RESOURCE_EXHAUSTED` as the gRPC spec
@@ -68,6 +71,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod admit;
 mod balance;
 mod call;
 mod client;
@@ -79,6 +83,7 @@ mod first_frame;
 mod limit;
 mod pipe;
 mod remote_call;
+mod request;
 #[cfg(feature = "tls")]
 mod roots;
 mod server;
@@ -100,7 +105,7 @@ use tonic::server::NamedService;
 use tonic::Status;
 
 pub use balance::BalancedChannel;
-use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall, RequestBody};
+use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall};
 pub use call::{ResponseBody, ResponseFuture};
 pub use client::RemoteChannel;
 pub use either::{AnyBody, AnyChannel, AnyFuture};
@@ -112,6 +117,7 @@ pub use pipe::BYTES as PIPE_BYTES;
 /// The most response frames buffered between a pump task and a caller outside the runtime.
 pub use pipe::CAPACITY as PIPE_FRAMES;
 pub use remote_call::{RemoteBody, RemoteFuture};
+use request::RequestBody;
 pub use server::{Server, ServerStats, Serving, ShutdownReport};
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, ServerTlsConfig};
@@ -192,6 +198,19 @@ struct Services {
 struct Registration {
     encoded: Arc<dyn ErasedService>,
     typed: Option<typed::Entry>,
+    /// The service's methods, when known (its typed entry's, or those given to
+    /// [`Channel::add_service_with_methods`]; none otherwise): the request cardinality of each.
+    methods: &'static [typed::Method],
+}
+
+impl Registration {
+    /// Whether `method` takes exactly one request message (unary and server-streaming
+    /// methods), as far as the registration knows.
+    fn single_request(&self, method: &str) -> bool {
+        self.methods
+            .iter()
+            .any(|m| m.name == method && matches!(m.kind, typed::Kind::Unary | typed::Kind::ServerStreaming))
+    }
 }
 
 impl Services {
@@ -311,7 +330,7 @@ impl Channel {
     ///
     /// Calls reach it on the encoded path: tonic's client encodes, the server decodes. To
     /// register a server's typed fast path too, see [`Channel::add_typed_service`].
-    pub fn add_service<S, B>(mut self, service: S) -> Channel
+    pub fn add_service<S, B>(self, service: S) -> Channel
     where
         S: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
             + NamedService
@@ -324,7 +343,52 @@ impl Channel {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<tonic::codegen::StdError>,
     {
-        let registration = Registration { encoded: Arc::new(Registered(service)), typed: None };
+        self.register(service, None, &[])
+    }
+
+    /// [`Channel::add_service`] with the service's method table, as `spindle-grpc-build`
+    /// generates it beside tonic's code (`foo_typed::METHODS`): the channel then knows which
+    /// methods take exactly one request message (unary and server-streaming ones) and ends a
+    /// call to one of them that sends several, or none, with `INTERNAL` ("cardinality
+    /// violation"), as grpc-go does; the handler never runs. Without the table a tonic server
+    /// reads the first message of such a call and ignores the rest (an empty request is
+    /// `INTERNAL` from tonic). [`Channel::add_typed_service`] takes the table from the typed
+    /// entry.
+    pub fn add_service_with_methods<S, B>(self, service: S, methods: &'static [typed::Method]) -> Channel
+    where
+        S: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Error: Into<tonic::codegen::StdError> + Send + 'static,
+        S::Future: Send + 'static,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError>,
+    {
+        self.register(service, None, methods)
+    }
+
+    fn register<S, B>(
+        mut self,
+        service: S,
+        typed: Option<typed::Entry>,
+        methods: &'static [typed::Method],
+    ) -> Channel
+    where
+        S: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Error: Into<tonic::codegen::StdError> + Send + 'static,
+        S::Future: Send + 'static,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError>,
+    {
+        let registration = Registration { encoded: Arc::new(Registered(service)), typed, methods };
         Arc::make_mut(&mut self.inner).services.insert(S::NAME, registration);
         self
     }
@@ -335,7 +399,7 @@ impl Channel {
     /// its handlers, never encoding them (module [`typed`]); every other client (tonic's own,
     /// a typed client on another transport) reaches it on the encoded path, as with
     /// [`Channel::add_service`].
-    pub fn add_typed_service<S, B>(mut self, service: S) -> Channel
+    pub fn add_typed_service<S, B>(self, service: S) -> Channel
     where
         S: typed::TypedService
             + tower_service::Service<http::Request<Body>, Response = http::Response<B>>
@@ -349,10 +413,9 @@ impl Channel {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<tonic::codegen::StdError>,
     {
-        let typed = Some(service.typed_entry());
-        let registration = Registration { encoded: Arc::new(Registered(service)), typed };
-        Arc::make_mut(&mut self.inner).services.insert(S::NAME, registration);
-        self
+        let typed = service.typed_entry();
+        let methods = typed.dispatch().methods();
+        self.register(service, Some(typed), methods)
     }
 
     /// The typed entry registered for `service`, if any.
@@ -368,19 +431,19 @@ impl Channel {
 
     fn start(&self, request: http::Request<Body>) -> ResponseFuture {
         let path = request.uri().path();
-        let service = path
-            .strip_prefix('/')
-            .and_then(service_name)
-            .and_then(|name| self.inner.services.get(name))
-            .map(|registration| &registration.encoded);
-        let Some(service) = service else {
+        let found = path.strip_prefix('/').and_then(route).and_then(|(service, method)| {
+            let registration = self.inner.services.get(service)?;
+            Some((&registration.encoded, registration.single_request(method)))
+        });
+        let Some((service, single)) = found else {
             let status = Status::unimplemented(format!("unknown service for path {path}"));
             return ready(status);
         };
         let deadline = call::deadline_of(request.headers()).map(spindle::time::sleep_until_future);
         let state = Arc::new(CallState::default());
         let max_request = self.inner.max_request;
-        let request = request.map(|inner| Body::new(RequestBody::new(inner, state.clone(), max_request)));
+        let request =
+            request.map(|inner| Body::new(RequestBody::new(inner, state.clone(), max_request, single)));
         let response_limit = self.inner.max_response;
         if spindle::Handle::on_worker() {
             // On a worker: run the handler right here (module docs).
@@ -417,12 +480,13 @@ impl Channel {
     }
 }
 
-/// The service of a gRPC path without its leading `/` (`package.Service/Method`): what comes
-/// before the last `/`. A byte loop from the end: the method name is short, and `rsplit_once`
-/// goes through `memrchr` (~100 instructions a call for this, callgrind).
-fn service_name(path: &str) -> Option<&str> {
+/// The service and method of a gRPC path without its leading `/` (`package.Service/Method`):
+/// what comes before and after the last `/`. A byte loop from the end: the method name is
+/// short, and `rsplit_once` goes through `memrchr` (~100 instructions a call for this,
+/// callgrind).
+fn route(path: &str) -> Option<(&str, &str)> {
     let slash = path.bytes().rposition(|b| b == b'/')?;
-    Some(&path[..slash])
+    Some((&path[..slash], &path[slash + 1..]))
 }
 
 /// The status of a call from outside any worker on a channel without a runtime handle.
@@ -476,10 +540,10 @@ mod tests {
 
     #[test]
     fn the_service_is_what_precedes_the_last_slash() {
-        assert_eq!(super::service_name("pkg.Svc/Method"), Some("pkg.Svc"));
-        assert_eq!(super::service_name("a/b/Method"), Some("a/b"));
-        assert_eq!(super::service_name("pkg.Svc/"), Some("pkg.Svc"));
-        assert_eq!(super::service_name("no-slash"), None);
+        assert_eq!(super::route("pkg.Svc/Method"), Some(("pkg.Svc", "Method")));
+        assert_eq!(super::route("a/b/Method"), Some(("a/b", "Method")));
+        assert_eq!(super::route("pkg.Svc/"), Some(("pkg.Svc", "")));
+        assert_eq!(super::route("no-slash"), None);
     }
 
     /// The `grpc-timeout` lookup scans a few headers and hashes beyond that: both find it.

@@ -20,8 +20,19 @@
 //!   handler reading an oversized *request* gets no more frames (its request body stays
 //!   pending until the call, failed by the channel, drops it; module `call`); the client
 //!   reading an oversized *response* gets the failing status as trailers instead.
-//! - **A failed scanner is finished.** A scanner that found one message too large is finished: the call fails, nothing more is
-//!   scanned.
+//! - **A failed scanner is finished.** A scanner that found one message too large, or a second
+//!   message where one is allowed, is finished: the call fails, nothing more is scanned.
+//!
+//! # One request message
+//!
+//! A unary or server-streaming method takes exactly one request message (the gRPC spec's
+//! cardinality; grpc-go ends such a call with `INTERNAL` on none or several). For those calls
+//! the channel's request [`Scanner`] ([`Scanner::single`]) counts the messages whatever the
+//! size limit: the prefix of a second message is reported as [`Stop::Second`] and cut off
+//! like an oversized message, so the handler never sees it ("an oversized message never
+//! crosses" holds for it too); a body that ends with no message at all is reported by the
+//! request body (module `request`, [`Scanner::saw_nothing`]). Both end the call with
+//! [`cardinality`]'s `INTERNAL`.
 //!
 //! # tonic's limits
 //!
@@ -172,17 +183,42 @@ fn tonic_decoding(len: usize, limit: usize) -> Status {
     Status::out_of_range(format!("{TONIC_DECODE_PREFIX}{len} bytes, the limit is: {limit} bytes"))
 }
 
+/// The status of a call to a method taking one request message that received `none` or
+/// several (module doc, "one request message"); grpc-go's wording.
+pub(crate) fn cardinality(none: bool) -> Status {
+    Status::internal(if none {
+        "cardinality violation: received no request message from non-client-streaming RPC"
+    } else {
+        "cardinality violation: received multiple request messages for non-client-streaming RPC"
+    })
+}
+
 /// Follows the gRPC length prefixes through a body's data chunks (module doc).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scanner {
     /// The largest message allowed; `usize::MAX` when no message can exceed it (the scanner
-    /// then reads nothing).
+    /// then reads nothing, unless `single`).
     limit: usize,
     /// Bytes of the current message not seen yet.
     rest: usize,
     /// The first bytes of a prefix split across chunks, and how many there are (0 to 4).
     prefix: [u8; 5],
     have: u8,
+    /// At most one message is allowed (module doc, "one request message").
+    single: bool,
+    /// Whether a whole prefix has been seen (a first message began).
+    began: bool,
+}
+
+/// Why a [`Scanner`] stopped: the chunk just scanned must be cut at `at` (the messages before
+/// it cross), and the call fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A message above the limit.
+    TooLarge(TooLarge),
+    /// A second message where one is allowed; its prefix starts at `at` (0 when it started in
+    /// an earlier chunk).
+    Second { at: usize },
 }
 
 /// A message above the limit: where its prefix starts in the chunk just scanned (0 when it
@@ -198,14 +234,25 @@ impl Scanner {
     pub(crate) fn new(limit: usize) -> Scanner {
         // A length prefix holds at most u32::MAX: a limit at or above it can never be exceeded.
         let limit = if limit >= u32::MAX as usize { usize::MAX } else { limit };
-        Scanner { limit, rest: 0, prefix: [0; 5], have: 0 }
+        Scanner { limit, rest: 0, prefix: [0; 5], have: 0, single: false, began: false }
     }
 
-    /// Scans the next data chunk of the body. Returns the first message above the limit, after
-    /// which the scanner is finished ("a failed scanner is finished").
+    /// A scanner that also allows at most one message (module doc, "one request message").
+    pub(crate) fn single(limit: usize) -> Scanner {
+        Scanner { single: true, ..Scanner::new(limit) }
+    }
+
+    /// Whether nothing of a message has been seen: no whole prefix, no part of one.
+    pub(crate) fn saw_nothing(&self) -> bool {
+        !self.began && self.have == 0
+    }
+
+    /// Scans the next data chunk of the body. Returns the first message above the limit (or
+    /// the second where one is allowed), after which the scanner is finished ("a failed
+    /// scanner is finished").
     #[inline]
-    pub(crate) fn scan(&mut self, chunk: &[u8]) -> Option<TooLarge> {
-        if self.limit == usize::MAX {
+    pub(crate) fn scan(&mut self, chunk: &[u8]) -> Option<Stop> {
+        if self.limit == usize::MAX && !self.single {
             return None;
         }
         let mut i = 0;
@@ -237,12 +284,23 @@ impl Scanner {
                     (at, u32::from_be_bytes([a, b, c, d]) as usize)
                 }
             };
+            if self.single && std::mem::replace(&mut self.began, true) {
+                self.finish();
+                return Some(Stop::Second { at });
+            }
             if len > self.limit {
-                let limit = std::mem::replace(&mut self.limit, usize::MAX);
-                return Some(TooLarge { at, len, limit });
+                let limit = self.limit;
+                self.finish();
+                return Some(Stop::TooLarge(TooLarge { at, len, limit }));
             }
             self.rest = len;
         }
+    }
+
+    /// Scans nothing more ("a failed scanner is finished").
+    fn finish(&mut self) {
+        self.limit = usize::MAX;
+        self.single = false;
     }
 }
 
@@ -262,8 +320,10 @@ mod tests {
         let mut scanner = Scanner::new(limit);
         let mut start = 0;
         for (n, &end) in cuts.iter().chain(std::iter::once(&body.len())).enumerate() {
-            if let Some(t) = scanner.scan(&body[start..end]) {
-                return Some((n, t));
+            match scanner.scan(&body[start..end]) {
+                Some(Stop::TooLarge(t)) => return Some((n, t)),
+                Some(Stop::Second { at }) => panic!("a second message at {at} without Scanner::single"),
+                None => {}
             }
             start = end;
         }
@@ -304,6 +364,51 @@ mod tests {
     fn one_chunk_many_messages() {
         let body: Vec<u8> = [frame(1), frame(2), frame(3), frame(200)].concat();
         assert_eq!(scan_cut(100, &body, &[]), Some((0, TooLarge { at: 6 + 7 + 8, len: 200, limit: 100 })));
+    }
+
+    /// Scans `body` cut into chunks at `cuts` with a single-message scanner; returns the
+    /// first stop with its chunk, and whether the scanner then saw nothing.
+    fn scan_single(limit: usize, body: &[u8], cuts: &[usize]) -> (Option<(usize, Stop)>, bool) {
+        let mut scanner = Scanner::single(limit);
+        let mut start = 0;
+        for (n, &end) in cuts.iter().chain(std::iter::once(&body.len())).enumerate() {
+            if let Some(stop) = scanner.scan(&body[start..end]) {
+                return (Some((n, stop)), scanner.saw_nothing());
+            }
+            start = end;
+        }
+        (None, scanner.saw_nothing())
+    }
+
+    #[test]
+    fn a_second_message_is_found_however_cut_whatever_the_limit() {
+        let body: Vec<u8> = [frame(10), frame(0)].concat();
+        for limit in [100, usize::MAX] {
+            for a in 0..=body.len() {
+                for b in a..=body.len() {
+                    let (found, _) = scan_single(limit, &body, &[a, b]);
+                    let (chunk, stop) = found.unwrap_or_else(|| panic!("missed at {a}, {b}"));
+                    // The chunk holding the second prefix's last byte reports it.
+                    let (starts, ends) = ([0, a, b], [a, b, body.len()]);
+                    let last = 15 + 4;
+                    let holder = (0..3).find(|&n| starts[n] <= last && last < ends[n]).unwrap();
+                    assert_eq!(chunk, holder, "cut at {a}, {b}");
+                    assert_eq!(
+                        stop,
+                        Stop::Second { at: 15usize.saturating_sub(starts[holder]) },
+                        "cut at {a}, {b}"
+                    );
+                }
+            }
+        }
+        // One message, empty or not, passes; an empty body saw nothing, a partial prefix did.
+        assert_eq!(scan_single(usize::MAX, &frame(0), &[]), (None, false));
+        assert_eq!(scan_single(usize::MAX, &frame(7), &[3]), (None, false));
+        assert_eq!(scan_single(usize::MAX, &[], &[]), (None, true));
+        assert_eq!(scan_single(usize::MAX, &[0, 0], &[]), (None, false));
+        // A first message above the limit is that, not a second message.
+        let (found, _) = scan_single(5, &[frame(6), frame(1)].concat(), &[]);
+        assert_eq!(found, Some((0, Stop::TooLarge(TooLarge { at: 0, len: 6, limit: 5 }))));
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! stream (call) in a task of its own, which polls the channel's
 //! call: the handler, its deadline, size limits and panic isolation are the in-process
 //! channel's (module `call`), so the semantics are the same in process and over the network.
+//! A request that is not gRPC (its content type, `grpc-timeout` or method) is refused before
+//! it reaches the channel (module `admit`).
 //!
 //! # Invariants
 //!
@@ -48,6 +50,10 @@ use crate::{Channel, ResponseBody, ResponseFuture};
 /// Serves the services of a [`Channel`] over HTTP/2 (module docs). Built with the settings
 /// below, then started with [`Server::serve_tcp`] or [`Server::serve_unix`]. A duration
 /// setting (timeouts, keepalive, shutdown grace) of `Duration::MAX` means "no limit".
+///
+/// As grpc-go's server, it refuses a request whose `content-type` is not gRPC's (HTTP 415,
+/// `INVALID_ARGUMENT`), whose `grpc-timeout` is malformed (400, `INTERNAL`) or whose method
+/// is not `POST` (405, `INTERNAL`), in a trailers-only response, before any handler runs.
 #[derive(Clone, Debug)]
 pub struct Server {
     channel: Channel,
@@ -503,13 +509,17 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
     type Future = ServedFuture;
 
     fn call(&self, request: http::Request<Incoming>) -> ServedFuture {
+        if let Some(refused) = crate::admit::check(&request) {
+            return ServedFuture { inner: refused, guard: None };
+        }
         let guard = CallGuard::new(&self.shared, &self.activity);
         let request = request.map(|body| tonic::body::Body::new(WireBody::request(body)));
         ServedFuture { inner: self.channel.start(request), guard: Some(guard) }
     }
 }
 
-/// Counts a call in [`ServerStats::calls`] and its connection's [`Activity`] while alive.
+/// Counts a call in [`ServerStats::calls`] and its connection's [`Activity`] while alive (a
+/// refused request has none).
 struct CallGuard {
     shared: Arc<Shared>,
     activity: Arc<Activity>,

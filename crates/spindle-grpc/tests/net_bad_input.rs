@@ -1,7 +1,8 @@
 //! spindle-grpc's network server against bad input: garbage instead of the HTTP/2 preface, a
 //! silent connection, an oversized header block, a reset storm, a client that vanishes
-//! mid-stream. Each ends in a clear status or a closed connection, the server keeps serving,
-//! and the counters of connections, calls and handlers go back to zero.
+//! mid-stream, a call its client resets (RST_STREAM CANCEL). Each ends in a clear status or a
+//! closed connection, the server keeps serving, and the counters of connections, calls and
+//! handlers go back to zero.
 
 mod net;
 
@@ -9,7 +10,7 @@ use std::io::{Read, Write};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
-use net::{start, wait_until, Net};
+use net::{grpc_frame, grpc_request, raw_client, start, wait_until, Net};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::*;
 
@@ -152,6 +153,84 @@ fn a_client_vanishing_mid_stream_drops_its_handler() {
     });
     assert!(wait_until(Duration::from_secs(10), || net.counters.live_handlers.load(SeqCst) == 0));
     assert_eq!(net.counters.dropped_early.load(SeqCst), 1);
+    still_serves(&net);
+    net.settle(0);
+}
+
+/// Waits in a fiber (up to 10 s) until `counters` shows a handler started.
+async fn handler_started(counters: &spindle_grpc_interop::Counters) {
+    for _ in 0..10_000 {
+        if counters.started.load(SeqCst) == 1 {
+            return;
+        }
+        spindle::time::sleep_future(Duration::from_millis(1)).await;
+    }
+    panic!("the handler did not start");
+}
+
+/// A unary call whose client resets its stream (RST_STREAM CANCEL: hyper's client, the
+/// response dropped before it came) while the handler sleeps: the handler is dropped, not left
+/// to sleep on.
+#[test]
+fn a_unary_call_reset_by_its_client_drops_its_handler() {
+    let net = start(|s| s);
+    let (addr, counters) = (net.addr, net.counters.clone());
+    let send = net.run(async move {
+        let mut send = raw_client(addr).await;
+        let message = SimpleRequest { response_size: 3, sleep_ms: 600_000, ..Default::default() };
+        let response = send.send_request(grpc_request(
+            addr,
+            "/spindle.interop.TestService/UnaryCall",
+            grpc_frame(&message),
+        ));
+        handler_started(&counters).await;
+        drop(response); // RST_STREAM CANCEL
+        send
+    });
+    assert!(
+        wait_until(Duration::from_secs(10), || net.counters.live_handlers.load(SeqCst) == 0),
+        "the handler kept running after its client reset the stream"
+    );
+    assert_eq!(net.counters.dropped_early.load(SeqCst), 1, "the handler finished instead of being dropped");
+    // The client's connection was open throughout: only the stream was reset.
+    assert_eq!(net.serving().stats().connections, 1);
+    drop(send);
+    still_serves(&net);
+    net.settle(0);
+}
+
+/// A server-streaming call whose client reads one message and then resets the stream
+/// (RST_STREAM CANCEL: the response body dropped) while the handler has 99 messages to go.
+#[test]
+fn a_server_stream_reset_by_its_client_drops_its_handler() {
+    let net = start(|s| s);
+    let addr = net.addr;
+    let send = net.run(async move {
+        let mut send = raw_client(addr).await;
+        let message = StreamingOutputCallRequest {
+            response_parameters: (0..100)
+                .map(|_| ResponseParameters { size: 10, interval_us: 100_000, ..Default::default() })
+                .collect(),
+            ..Default::default()
+        };
+        let request =
+            grpc_request(addr, "/spindle.interop.TestService/StreamingOutputCall", grpc_frame(&message));
+        let response = send.send_request(request).await.unwrap();
+        let mut body = response.into_body();
+        let frame =
+            std::future::poll_fn(|cx| hyper::body::Body::poll_frame(std::pin::Pin::new(&mut body), cx)).await;
+        assert!(frame.unwrap().unwrap().is_data());
+        drop(body); // RST_STREAM CANCEL
+        send
+    });
+    assert!(
+        wait_until(Duration::from_secs(10), || net.counters.live_handlers.load(SeqCst) == 0),
+        "the handler kept streaming after its client reset the stream"
+    );
+    assert_eq!(net.counters.dropped_early.load(SeqCst), 1, "the handler finished instead of being dropped");
+    // The client's connection was open throughout: only the stream was reset.
+    assert_eq!(net.serving().stats().connections, 1);
+    drop(send);
     still_serves(&net);
     net.settle(0);
 }

@@ -25,15 +25,31 @@ pub fn spindle_sleep(d: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> +
     Box::pin(spindle::time::sleep_future(d))
 }
 
-/// A server with the conformance service, set up by `configure`.
+/// The conformance service as the network tests register it.
+pub type Service = spindle_grpc_interop::EchoMetadata<
+    spindle_grpc_interop::pb::test_service_server::TestServiceServer<spindle_grpc_interop::Server>,
+>;
+
+/// A server with the conformance service, set up by `configure`. The service is registered
+/// with its method table (`spindle-grpc-build`'s `METHODS`), as a service built with
+/// spindle-grpc-build would be: the channel knows which methods take one request message.
 pub fn start(configure: impl FnOnce(Server) -> Server + Send + 'static) -> Net {
+    let methods = &spindle_grpc_interop::pb::test_service_typed::METHODS;
+    start_registered(move |channel, svc| channel.add_service_with_methods(svc, methods), configure)
+}
+
+/// [`start`] with the service registered on the channel by `register`.
+pub fn start_registered(
+    register: impl FnOnce(Channel, Service) -> Channel,
+    configure: impl FnOnce(Server) -> Server + Send + 'static,
+) -> Net {
     let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
     let server = spindle_grpc_interop::Server::new(spindle_sleep);
     let counters = server.counters.clone();
     let svc = spindle_grpc_interop::EchoMetadata(
         spindle_grpc_interop::pb::test_service_server::TestServiceServer::new(server),
     );
-    let channel = Channel::new().with_handle(rt.handle()).add_service(svc);
+    let channel = register(Channel::new().with_handle(rt.handle()), svc);
     let server_channel = channel.clone();
     let serving = rt.block_on(move || {
         let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
