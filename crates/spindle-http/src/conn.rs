@@ -16,9 +16,9 @@
 //!   to hyper first); the task is counted in `active` across the hand-off.
 //! - **Nothing held before the first byte.** A connection whose client has sent nothing yet
 //!   holds no read buffer: the sniff reads into a buffer borrowed from its thread's spare
-//!   slot and keeps it only when the read brought bytes (no extra system call or
-//!   allocation: a read that finds nothing gives the room back). An opening connection costs
-//!   its task's state and the socket.
+//!   slot and keeps it only while it holds bytes (a read that finds nothing gives the room
+//!   back; no extra system call), and hands the bytes on in a buffer of their size, the room
+//!   going back to the thread. An opening connection costs its task's state and the socket.
 //! - **Bounded waits.** The sniff and the handshake end at the header (or idle) timeout, the
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
 //!   an idle connection closes now, a busy one after its response).
@@ -64,13 +64,13 @@ const SNIFF_SIZE: usize = 8192;
 
 thread_local! {
     /// This thread's spare sniff buffer ([`FirstBytes`]): `SNIFF_SIZE` bytes of room, taken
-    /// by a read and put back when the read brought nothing.
+    /// by a read and put back when the read brought nothing or the sniff is done.
     static SNIFF_SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// The bytes the sniff has read. A connection that has sent nothing holds no buffer: a read
 /// borrows the thread's spare (see "Nothing held before the first byte") and keeps it only
-/// when bytes came.
+/// while bytes are in it.
 #[derive(Default)]
 struct FirstBytes {
     /// Empty (no allocation) until a read brought bytes; then `SNIFF_SIZE` long, the bytes
@@ -106,9 +106,16 @@ impl FirstBytes {
         &self.buf[..self.len]
     }
 
+    /// The bytes read, in a buffer of their size: the room goes back to the thread, so that a
+    /// connection's opening costs no zeroed `SNIFF_SIZE` allocation (the paths that take the
+    /// bytes copy them anyway: the own HTTP/1 path into its buffer, hyper into its own).
     fn into_vec(mut self) -> Vec<u8> {
-        self.buf.truncate(self.len);
-        self.buf
+        let bytes = self.seen().to_vec();
+        if !self.buf.is_empty() {
+            let spare = std::mem::take(&mut self.buf);
+            SNIFF_SPARE.with(|s| s.set(spare));
+        }
+        bytes
     }
 }
 
@@ -575,7 +582,7 @@ mod tests {
 
     /// "Nothing held before the first byte": a read that finds nothing leaves the sniff with
     /// no buffer (an idle opening connection would otherwise hold `SNIFF_SIZE` bytes); the
-    /// bytes that come later are read and kept.
+    /// bytes that come later are read, kept, and handed on without the room.
     #[test]
     fn the_sniff_holds_no_buffer_before_the_first_byte() {
         use std::io::Write;
@@ -597,6 +604,8 @@ mod tests {
                 assert!(poll_fn(|cx| read.poll_read(&mut stream, cx)).await.unwrap() > 0);
             }
             assert_eq!(read.into_vec(), request);
+            let spare = SNIFF_SPARE.with(std::cell::Cell::take);
+            assert_eq!(spare.len(), SNIFF_SIZE, "the room goes back to the thread once the sniff is done");
         });
     }
 }
