@@ -14,6 +14,11 @@
 //! - **One engine at a time.** hyper's connection is built only after the own path has
 //!   ended and given the stream back (with the bytes it read and did not serve, replayed
 //!   to hyper first); the task is counted in `active` across the hand-off.
+//! - **Nothing held before the first byte.** A connection whose client has sent nothing yet
+//!   holds no read buffer: the sniff reads into a buffer borrowed from its thread's spare
+//!   slot and keeps it only while it holds bytes (a read that finds nothing gives the room
+//!   back; no extra system call), and hands the bytes on in a buffer of their size, the room
+//!   going back to the thread. An opening connection costs its task's state and the socket.
 //! - **Bounded waits.** The sniff and the handshake end at the header (or idle) timeout, the
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
 //!   an idle connection closes now, a busy one after its response).
@@ -60,13 +65,73 @@ enum Proto {
     Http2,
 }
 
+/// The room the sniff reads into: the connection's first read (an HTTP/1 request with its
+/// body, often) is taken whole, and replayed to the path that serves it.
+const SNIFF_SIZE: usize = 8192;
+
+thread_local! {
+    /// This thread's spare sniff buffer ([`FirstBytes`]): `SNIFF_SIZE` bytes of room, taken
+    /// by a read and put back when the read brought nothing or the sniff is done.
+    static SNIFF_SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The bytes the sniff has read. A connection that has sent nothing holds no buffer: a read
+/// borrows the thread's spare (see "Nothing held before the first byte") and keeps it only
+/// while bytes are in it.
+#[derive(Default)]
+struct FirstBytes {
+    /// Empty (no allocation) until a read brought bytes; then `SNIFF_SIZE` long, the bytes
+    /// read at its start.
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl FirstBytes {
+    /// One read into the room after the bytes read so far (`Ready(Ok(0))`: end of stream).
+    fn poll_read(
+        &mut self,
+        stream: &mut TcpStream,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<usize>> {
+        if self.buf.is_empty() {
+            self.buf = SNIFF_SPARE.with(std::cell::Cell::take);
+            self.buf.resize(SNIFF_SIZE, 0);
+        }
+        let polled = futures_io::AsyncRead::poll_read(Pin::new(stream), cx, &mut self.buf[self.len..]);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.len += n;
+        }
+        if self.len == 0 {
+            // Nothing read (waiting, or the end): the room goes back to the thread.
+            let spare = std::mem::take(&mut self.buf);
+            SNIFF_SPARE.with(|s| s.set(spare));
+        }
+        polled
+    }
+
+    fn seen(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The bytes read, in a buffer of their size: the room goes back to the thread, so that a
+    /// connection's opening costs no zeroed `SNIFF_SIZE` allocation (the paths that take the
+    /// bytes copy them anyway: the own HTTP/1 path into its buffer, hyper into its own).
+    fn into_vec(mut self) -> Vec<u8> {
+        let bytes = self.seen().to_vec();
+        if !self.buf.is_empty() {
+            let spare = std::mem::take(&mut self.buf);
+            SNIFF_SPARE.with(|s| s.set(spare));
+        }
+        bytes
+    }
+}
+
 /// Reads the connection's first bytes until they tell HTTP/2's preface (h2c by prior
 /// knowledge) from an HTTP/1 request; returns the protocol and the bytes read, which hyper
 /// is then given first. `None`: the client closed, stayed silent past the header timeout,
 /// or the server is shutting down.
 async fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
-    let mut buf = vec![0u8; 8192];
-    let mut len = 0;
+    let mut read = FirstBytes::default();
     let mut watch = ShutdownWatch::new(shared);
     let config = &shared.config;
     let limit = match (config.header_read_timeout, config.idle_timeout) {
@@ -75,27 +140,24 @@ async fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, 
     };
     let mut deadline = limit.map(spindle::time::sleep_future);
     poll_fn(|cx| loop {
-        let seen = &buf[..len];
-        if !H2_PREFACE.starts_with(&seen[..len.min(H2_PREFACE.len())]) {
+        let seen = read.seen();
+        if !H2_PREFACE.starts_with(&seen[..seen.len().min(H2_PREFACE.len())]) {
             return Poll::Ready(Some(Proto::Http1));
         }
-        if len >= H2_PREFACE.len() {
+        if seen.len() >= H2_PREFACE.len() {
             return Poll::Ready(Some(Proto::Http2));
         }
         if watch.poll(cx) || deadline.as_mut().is_some_and(|d| Pin::new(d).poll(cx).is_ready()) {
             return Poll::Ready(None);
         }
-        match futures_io::AsyncRead::poll_read(Pin::new(&mut *stream), cx, &mut buf[len..]) {
+        match read.poll_read(stream, cx) {
             Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
-            Poll::Ready(Ok(n)) => len += n,
+            Poll::Ready(Ok(_)) => {}
             Poll::Pending => return Poll::Pending,
         }
     })
     .await
-    .map(|proto| {
-        buf.truncate(len);
-        (proto, buf)
-    })
+    .map(|proto| (proto, read.into_vec()))
 }
 
 /// Opens the connection: the TLS handshake (feature `tls`, protocol by ALPN) or the sniff
@@ -629,5 +691,34 @@ mod tests {
         let size = std::mem::size_of_val(&task);
         assert!(size <= 792, "a connection task's state takes {size} bytes");
         drop((task, client));
+    }
+
+    /// "Nothing held before the first byte": a read that finds nothing leaves the sniff with
+    /// no buffer (an idle opening connection would otherwise hold `SNIFF_SIZE` bytes); the
+    /// bytes that come later are read, kept, and handed on without the room.
+    #[test]
+    fn the_sniff_holds_no_buffer_before_the_first_byte() {
+        use std::io::Write;
+        let rt = spindle::Runtime::new().unwrap();
+        rt.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let mut stream = TcpStream::from_std(listener.accept().unwrap().0).unwrap();
+            let mut read = FirstBytes::default();
+            poll_fn(|cx| {
+                assert!(read.poll_read(&mut stream, cx).is_pending(), "the client has sent nothing");
+                Poll::Ready(())
+            })
+            .await;
+            assert_eq!(read.buf.capacity(), 0, "the sniff holds a buffer before the first byte");
+            let request = b"GET / HTTP/1.1\r\n";
+            client.write_all(request).unwrap();
+            while read.seen().len() < request.len() {
+                assert!(poll_fn(|cx| read.poll_read(&mut stream, cx)).await.unwrap() > 0);
+            }
+            assert_eq!(read.into_vec(), request);
+            let spare = SNIFF_SPARE.with(std::cell::Cell::take);
+            assert_eq!(spare.len(), SNIFF_SIZE, "the room goes back to the thread once the sniff is done");
+        });
     }
 }
