@@ -38,6 +38,8 @@ pub mod blocking;
 pub mod compat;
 mod error;
 pub mod fiber;
+#[cfg(feature = "hook")]
+mod hook;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
 mod lock;

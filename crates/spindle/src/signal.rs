@@ -232,13 +232,23 @@ fn slot(kind: SignalKind) -> io::Result<&'static Slot> {
         let handler = move || {
             pending.store(true, Ordering::Release);
             let byte = signum as u8;
-            // SAFETY: write(2) is async-signal-safe; `byte` is a valid one-byte buffer and
-            // `write_fd` stays open for the life of the process (the registry is static). A
-            // failed write (pipe full) is harmless: a dispatch round is already due.
-            let _ = unsafe { libc::write(write_fd, (&byte as *const u8).cast(), 1) };
+            // SAFETY: the write(2) system call is async-signal-safe; `byte` is a valid one-byte
+            // buffer and `write_fd` stays open for the life of the process (the registry is
+            // static). A failed write (pipe full) is harmless: a dispatch round is already
+            // due. Made as a raw system call, not through libc's `write`: with the `hook`
+            // feature that symbol is spindle's interposed one, which is no code for a signal
+            // handler.
+            let _ = unsafe {
+                libc::syscall(
+                    libc::SYS_write,
+                    libc::c_long::from(write_fd),
+                    (&byte as *const u8) as libc::c_long,
+                    1 as libc::c_long,
+                )
+            };
         };
-        // SAFETY: the handler only stores to an atomic and calls write(2), both
-        // async-signal-safe; it allocates nothing and takes no lock.
+        // SAFETY: the handler only stores to an atomic and makes the write(2) system call,
+        // both async-signal-safe; it allocates nothing and takes no lock.
         unsafe { signal_hook_registry::register(signum, handler) }?;
         *installed = true;
     }

@@ -7,23 +7,16 @@
 //!   to this module, never blocks the worker.
 //! - A socket is registered with a reactor only when a call first returns `WouldBlock` (a
 //!   listener that is bound and dropped costs no `epoll_ctl`), or when a worker has connected
-//!   it (`expect_first_read_event`: its first read is then known to wait). It stays
-//!   registered with the worker that registered it (its *home*); wake-ups reach waiters on
-//!   any worker, of any runtime, through their wakers.
-//! - **A socket never waits on a dead home.** Before a wait registers a waker, it checks that
-//!   its home's runtime has not shut down; if it has (the socket outlived its runtime and is
-//!   used in another), the readiness state moves to the current worker's driver
-//!   (`Registration::rehome`), and outside any runtime the wait fails with an error. Old homes
-//!   stay alive until the socket closes, so the home pointer read on that path never dangles.
-//! - The registration is forgotten (`Driver::deregister`) before the descriptor closes, so an
-//!   event still queued for it is recognised as stale (module `reactor`, "stale events are ignored").
+//!   it (`expect_first_read_event`: its first read is then known to wait). The registration
+//!   and its homes follow module `reactor::registration`'s invariants ("never a wait on a
+//!   dead home", "forgotten before the close": `IoSource`'s drop deregisters).
 //! - Outside a spindle worker (a plain thread) a blocking-style call waits with `poll(2)` on
 //!   the descriptor, so the types work everywhere.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -31,77 +24,11 @@ use socket2::Socket;
 
 use super::as_uninit;
 use super::drain::Drain;
-use crate::reactor::io::{Direction, ScheduledIo};
-use crate::reactor::Driver;
+use crate::reactor::io::Direction;
+use crate::reactor::registration::Registration;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::sys::nocancel;
-
-/// A socket's readiness state and the driver that delivers its events (its *home*: a
-/// worker's, or the runtime's shared task reactor).
-struct Registration {
-    io: Arc<ScheduledIo>,
-    /// The current home, read on the way to every park; points to `homes.current`.
-    home: AtomicPtr<Driver>,
-    /// The current home, its token, and every earlier home. Kept alive so that `home` never
-    /// dangles; changed only by [`Registration::rehome`].
-    homes: Mutex<Homes>,
-}
-
-/// Where a registration's events are delivered, and where they were.
-struct Homes {
-    token: u64,
-    current: Arc<Driver>,
-    /// Earlier homes (whose runtimes shut down), kept alive for `Registration::home`, the
-    /// latest first. A socket that never moved (every socket but those that outlive their
-    /// runtime) pays one pointer for it, inline.
-    earlier: Option<Box<Earlier>>,
-}
-
-/// A list of earlier homes (see `Homes::earlier`): held, never read.
-struct Earlier {
-    _home: Arc<Driver>,
-    _next: Option<Box<Earlier>>,
-}
-
-impl Registration {
-    fn new(io: Arc<ScheduledIo>, token: u64, driver: Arc<Driver>) -> Registration {
-        let home = AtomicPtr::new(Arc::as_ptr(&driver).cast_mut());
-        Registration { io, home, homes: Mutex::new(Homes { token, current: driver, earlier: None }) }
-    }
-
-    /// Whether the home's runtime has shut down: nothing polls its driver any more, so a
-    /// waiter registered there would never be woken.
-    fn home_shut_down(&self) -> bool {
-        // SAFETY: `home` always points to a driver held by `homes` (the current one, or an
-        // earlier one), which keeps every home this registration ever had alive until the
-        // registration is dropped.
-        let home = unsafe { &*self.home.load(Ordering::Acquire) };
-        home.is_closed()
-    }
-
-    /// Moves the socket's events to `driver`, if its home's runtime has shut down.
-    fn rehome(&self, fd: std::os::fd::RawFd, driver: &Arc<Driver>) -> io::Result<()> {
-        let mut homes = crate::lock::lock(&self.homes);
-        let homes = &mut *homes;
-        if !homes.current.is_closed() {
-            return Ok(()); // another thread moved it first
-        }
-        let new_token = driver.register_io(fd, self.io.clone())?;
-        homes.current.deregister(homes.token);
-        homes.token = new_token;
-        let old = std::mem::replace(&mut homes.current, driver.clone());
-        homes.earlier = Some(Box::new(Earlier { _home: old, _next: homes.earlier.take() }));
-        self.home.store(Arc::as_ptr(driver).cast_mut(), Ordering::Release);
-        Ok(())
-    }
-
-    /// Forgets the registration with the current home's driver (the socket is closing).
-    fn deregister(&self) {
-        let homes = crate::lock::lock(&self.homes);
-        homes.current.deregister(homes.token);
-    }
-}
 
 /// A non-blocking socket and its reactor registration.
 pub(crate) struct IoSource {
@@ -200,39 +127,10 @@ impl IoSource {
     }
 
     /// The registration, made with the current worker's reactor if there is none yet, and
-    /// moved to it if the runtime it was made with has shut down (a socket outlives its
-    /// runtime and is used in another). `Ok(None)`: not registered and not on a worker.
+    /// moved to it if the runtime it was made with has shut down (module
+    /// `reactor::registration`). `Ok(None)`: not registered and not on a worker.
     fn registration(&self) -> io::Result<Option<&Registration>> {
-        if let Some(reg) = self.registration.get() {
-            if reg.home_shut_down() {
-                let Some(worker) = worker::current() else {
-                    return Err(io::Error::other(
-                        "this spindle socket's runtime has shut down and it is being waited on outside \
-                         any spindle runtime: use it in a fiber or task of a running runtime",
-                    ));
-                };
-                // A worker that is shutting down itself keeps the old home: its fibers are
-                // being cancelled, and the wait ends with that.
-                if !worker.shared.shutdown.load(Ordering::Acquire) {
-                    reg.rehome(self.socket.as_raw_fd(), &worker.shared.driver)?;
-                }
-            }
-            return Ok(Some(reg));
-        }
-        let Some(worker) = worker::current() else { return Ok(None) };
-        // A task's socket goes to the shared task reactor, if the runtime has one, so that
-        // whichever worker is idle receives its events; a fiber's stays with its worker,
-        // where the fiber lives ("task sockets share one reactor", module `reactor`).
-        let owner = match &worker.rt.io {
-            Some(shared) if !worker.in_fiber() => shared.driver.clone(),
-            _ => worker.shared.driver.clone(),
-        };
-        let (io, token) = owner.register(self.socket.as_raw_fd())?;
-        if let Err(reg) = self.registration.set(Registration::new(io, token, owner.clone())) {
-            // Another thread registered first (the socket is shared): undo ours.
-            reg.deregister();
-        }
-        Ok(self.registration.get())
+        Registration::get_or_register(&self.registration, self.socket.as_raw_fd())
     }
 
     /// Runs `op` until it does not return `WouldBlock`, waiting for readiness in between
@@ -402,38 +300,7 @@ impl IoSource {
             Caller::Thread => return self.wait_thread(dir, deadline),
         };
         let Some(reg) = self.registration()? else { return self.wait_thread(dir, deadline) };
-        // A fresh registration reports the current readiness as its first event (sequence number 1).
-        let seen = seen.unwrap_or(0);
-        let waker = crate::park::fiber_waker(worker);
-        if !reg.io.register(dir, seen, &waker) {
-            return Ok(());
-        }
-        let timer = deadline.map(|d| worker.add_timer(d, waker.clone()));
-        // Unregister and cancel on every way out, unwinding (runtime shutdown) included.
-        struct Cleanup<'a> {
-            io: &'a ScheduledIo,
-            dir: Direction,
-            waker: &'a std::task::Waker,
-            timer: Option<crate::sched::worker::TimerHandle>,
-        }
-        impl Drop for Cleanup<'_> {
-            fn drop(&mut self) {
-                self.io.unregister(self.dir, self.waker);
-                if let (Some(key), Some(worker)) = (self.timer, worker::current()) {
-                    worker.cancel_timer(key);
-                }
-            }
-        }
-        let _cleanup = Cleanup { io: &reg.io, dir, waker: &waker, timer };
-        loop {
-            crate::park::park_on(call);
-            if reg.io.seq(dir) != seen {
-                return Ok(());
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "the operation timed out"));
-            }
-        }
+        reg.wait_fiber(worker, dir, seen.unwrap_or(0), deadline, call)
     }
 
     /// Blocks a plain thread in `poll(2)` until the socket is ready for `dir` or the deadline.

@@ -23,7 +23,7 @@ fn quiet_socket() -> (Arc<IoSource>, UnixStream) {
 
 /// The driver the socket's registration points at.
 fn home(source: &IoSource) -> usize {
-    source.registration.get().expect("registered").home.load(Ordering::Acquire) as usize
+    source.registration.get().expect("registered").home_addr()
 }
 
 /// Polls a read of `source` once from the calling task: nothing to read, so the poll

@@ -29,6 +29,7 @@
 //! - **Timers are the worker's.** The timer wheel is owned by the worker's thread (it lives in `Worker`, module `sched::worker::timers`, not here).
 
 pub(crate) mod io;
+pub(crate) mod registration;
 pub(crate) mod shared_io;
 pub(crate) mod sleep_gate;
 pub(crate) mod wheel;

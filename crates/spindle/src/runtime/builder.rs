@@ -196,6 +196,9 @@ impl Builder {
 
     /// What every runtime has: the shared state of `n` workers and the services.
     fn parts(&self, n: usize) -> io::Result<(Arc<RuntimeShared>, Arc<Services>)> {
+        // The interposed libc functions stay in every program that builds a runtime.
+        #[cfg(feature = "hook")]
+        crate::hook::link();
         static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
         let config = Config {
             stack_size: normalize_size(self.stack_size)?,

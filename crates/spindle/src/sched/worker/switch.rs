@@ -372,6 +372,12 @@ impl Worker {
         }
     }
 
+    /// Whether the running fiber has been cancelled (its next park unwinds).
+    #[cfg(feature = "hook")]
+    pub(crate) fn current_fiber_cancelled(&self) -> bool {
+        self.with_current(|f| f.is_some_and(|f| f.header.is_cancelled()))
+    }
+
     /// The cancelled half of [`check_cancel`](Self::check_cancel).
     #[cold]
     #[inline(never)]

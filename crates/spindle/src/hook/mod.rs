@@ -1,0 +1,151 @@
+//! Go's promise for code spindle did not write (feature `hook`): the libc calls that `std`
+//! and sync crates make to wait — socket I/O, `connect`, `accept`, `poll`, `select`,
+//! `epoll_wait`, the sleeps — park the calling fiber instead of blocking its worker.
+//!
+//! spindle defines these functions itself (`#[no_mangle]`, the C names), so that the program's
+//! own calls, and those of every Rust crate linked into it, reach spindle's definition
+//! instead of glibc's; spindle's definition passes a call on to glibc's (found with
+//! `dlsym(RTLD_NEXT)`, module `real`) unless it is made on a spindle fiber and would wait.
+//!
+//! # Rules
+//!
+//! - **Off a fiber, the call is glibc's.** On a plain thread, in an async task, in the
+//!   blocking pool, in a signal handler: the call goes to glibc unchanged (one thread-local
+//!   read and an indirect call more).
+//! - **The descriptor's state is the caller's.** spindle never switches a socket to
+//!   non-blocking mode behind the caller's back: a fiber's waiting call is made non-blocking
+//!   for that one call (`MSG_DONTWAIT` on the `recv`/`send` family, which `read`/`write` on a
+//!   socket become; `O_NONBLOCK` set and restored around a `connect` or an `accept`). So a
+//!   plain thread using the same socket, and a child process that inherits it, see exactly
+//!   the blocking or non-blocking state the program asked for.
+//! - **Blocking semantics, parked.** A socket the program left blocking waits for readiness
+//!   on spindle's reactor (module `reactor::registration`) and then retries; `SO_RCVTIMEO` /
+//!   `SO_SNDTIMEO` bound the wait as the kernel's would (`EAGAIN` when they expire, the
+//!   bytes moved so far when some were); a stream `send` returns once every byte went out,
+//!   as a blocking one does; `errno` is the kernel's. A socket the program made non-blocking
+//!   (`SOCK_NONBLOCK`, `O_NONBLOCK`, `FIONBIO`) gets `EAGAIN` as before.
+//! - **Only sockets and waits.** `read` and `write` on descriptors that are not sockets
+//!   (files, pipes, terminals) pass straight through; `poll`, `select` and `epoll_wait` park
+//!   on any descriptor the kernel can watch with epoll (an epoll descriptor among them: a
+//!   crate that runs its own event loop on the calling thread, such as the sync `postgres`
+//!   crate's tokio runtime, parks the fiber in it).
+//! - **No unwinding into C.** A fiber cancelled while parked in one of these calls does not
+//!   unwind through the C frame: the call fails with `ECANCELED` (a sleep returns as if it
+//!   had slept), as does every later hooked call of that fiber, and the fiber unwinds at its
+//!   next park in spindle's own code.
+//! - **Signals do not interrupt a parked call.** A fiber parked here is not woken by a signal
+//!   delivered to its worker thread (spindle's `signal` module is the way to handle them).
+//!
+//! # What is not covered
+//!
+//! - Calls made as raw system calls (`syscall(2)`), and by C libraries linked as shared
+//!   objects (they resolve glibc's symbols, unless the program exports spindle's with
+//!   `-C link-arg=-rdynamic`); a statically linked libc (musl) is not interposed at all.
+//! - Descriptors numbered past the table ([`fd::TABLE_SIZE`]) pass through.
+//! - The descriptor table knows what the interposed calls tell it: a socket's non-blocking
+//!   flag or timeouts changed through a raw system call, or a descriptor closed that way and
+//!   reused, can make a fiber's call wait when the kernel would not (or the reverse).
+//! - Files and other calls that have no readiness (`open`, `read` of a regular file,
+//!   `fsync`, `waitpid`) still block the worker: use `spindle::spawn_blocking` for them.
+//! - `std::sync` locks and any lock held across a park remain the program's rule to keep.
+//! - `ppoll`, `pselect` and `epoll_pwait` with a signal mask pass through (a parked fiber
+//!   cannot take a signal mask).
+
+mod fd;
+mod poll;
+mod real;
+mod sleep;
+mod socket;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::sched::worker::{self, Worker};
+
+/// The worker whose fiber is making the call, if a fiber is (module doc, "off a fiber, the
+/// call is glibc's").
+#[inline]
+fn on_fiber() -> Option<&'static Worker> {
+    worker::current().filter(|w| w.in_fiber())
+}
+
+/// Sets the calling thread's `errno`.
+fn set_errno(code: libc::c_int) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for writes
+    // for the life of the thread.
+    unsafe { *libc::__errno_location() = code };
+}
+
+/// The calling thread's `errno`.
+fn errno() -> libc::c_int {
+    // SAFETY: as in `set_errno`, for reads.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Runs a fiber's wait; a cancellation that unwinds out of it (module doc, "no unwinding into
+/// C") is stopped here and becomes `ECANCELED` with the result `failed` (the sleeps pass a
+/// `failed` that says they slept: `std::thread::sleep` treats any error but `EINTR` as a
+/// bug). Any other panic keeps unwinding, into the `extern "C"` frame, which aborts the
+/// process.
+fn parked<R>(worker: &Worker, failed: R, wait: impl FnOnce() -> R) -> R {
+    if worker.current_fiber_cancelled() {
+        set_errno(libc::ECANCELED);
+        return failed;
+    }
+    match catch_unwind(AssertUnwindSafe(wait)) {
+        Ok(r) => r,
+        Err(payload) if payload.is::<crate::Cancelled>() => {
+            crate::fiber::cancel::end();
+            set_errno(libc::ECANCELED);
+            failed
+        }
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// Keeps the interposed functions in every program that uses a runtime: the linker takes an
+/// archive member only for a symbol it needs at the time, and `std`, whose calls these
+/// functions must catch, comes after spindle on the link line. The runtime's builder refers
+/// to this table, which refers to every function.
+pub(crate) fn link() {
+    std::hint::black_box(INTERPOSED.0.as_ptr());
+}
+
+/// The interposed functions, as addresses (see [`link`]).
+struct Interposed([*const (); 31]);
+
+// SAFETY: the table holds function addresses, which are never written or dereferenced as data.
+unsafe impl Sync for Interposed {}
+
+static INTERPOSED: Interposed = Interposed([
+    socket::socket as *const (),
+    socket::connect as *const (),
+    socket::accept as *const (),
+    socket::accept4 as *const (),
+    socket::read as *const (),
+    socket::write as *const (),
+    socket::readv as *const (),
+    socket::writev as *const (),
+    socket::recv as *const (),
+    socket::recvfrom as *const (),
+    socket::recvmsg as *const (),
+    socket::send as *const (),
+    socket::sendto as *const (),
+    socket::sendmsg as *const (),
+    socket::close as *const (),
+    socket::setsockopt as *const (),
+    socket::fcntl as *const (),
+    socket::ioctl as *const (),
+    socket::dup as *const (),
+    socket::dup2 as *const (),
+    socket::dup3 as *const (),
+    poll::poll as *const (),
+    poll::ppoll as *const (),
+    poll::select as *const (),
+    poll::pselect as *const (),
+    poll::epoll_wait as *const (),
+    poll::epoll_pwait as *const (),
+    sleep::nanosleep as *const (),
+    sleep::clock_nanosleep as *const (),
+    sleep::usleep as *const (),
+    sleep::sleep as *const (),
+]);
