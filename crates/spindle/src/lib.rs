@@ -38,6 +38,7 @@ pub mod blocking;
 pub mod compat;
 mod error;
 pub mod fiber;
+pub mod fs;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
 mod lock;
