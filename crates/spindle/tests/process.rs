@@ -94,7 +94,12 @@ fn wait_parks_only_its_fiber() {
             let status = rt.block_on({
                 let ran = ran.clone();
                 move || {
-                    let mut child = Command::new("cat").arg(&fifo).stdout(Stdio::null()).spawn().unwrap();
+                    let mut child = Command::new("cat")
+                        .arg(&fifo)
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap();
                     let opener = spindle::spawn(move || {
                         ran.store(true, Ordering::SeqCst);
                         spindle::fs::write(&fifo, b"go\n").unwrap();
