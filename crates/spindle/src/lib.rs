@@ -25,7 +25,9 @@
 //! RwLock, Condvar, Semaphore, Notify, Barrier, WaitGroup, broadcast, watch), each blocking in
 //! fibers, with a timeout, and awaitable in tasks; [`fiber_local!`] keeps per-fiber state;
 //! [`Runtime::block_on`] takes a closure or a future, and `#[spindle::main]` /
-//! `#[spindle::test]` wrap a function in it.
+//! `#[spindle::test]` wrap a function in it. [`net`] has sockets, [`fs`] files and directories
+//! (run on the blocking pool), [`process`] child processes (waited for through a pidfd), all
+//! blocking-style in fibers and awaitable in tasks.
 //!
 //! See `docs/ARCHITECTURE.md` for the design, its soundness rules and the rules for code on a
 //! worker.
@@ -38,6 +40,7 @@ pub mod blocking;
 pub mod compat;
 mod error;
 pub mod fiber;
+pub mod fs;
 #[cfg(feature = "hook")]
 mod hook;
 #[cfg(feature = "hyper")]
@@ -46,6 +49,7 @@ mod lock;
 mod loom;
 pub mod net;
 pub(crate) mod park;
+pub mod process;
 pub(crate) mod reactor;
 mod report;
 pub mod runtime;

@@ -48,7 +48,10 @@ mod unix;
 
 pub use addr::ToSocketAddrs;
 pub use dns::{lookup_host, lookup_host_async};
+/// For `process`: child pipes and pidfds wait on the reactor as sockets do.
+pub(crate) use source::IoSource;
 pub use split::{OwnedReadHalf, OwnedWriteHalf, SplitStream};
+pub(crate) use stream::impl_as_fd;
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixListener, UnixStream};

@@ -1,6 +1,11 @@
 //! `IoSource`: a non-blocking socket plus its (lazy) reactor registration, and the two ways
 //! to wait on it: parking the fiber (blocking-style calls) or registering a `Waker` (futures).
 //!
+//! The descriptor need not be a socket: module `process` wraps a child's pipe ends and its
+//! pidfd the same way (held as a `socket2::Socket`, which owns any descriptor and closes it
+//! on drop), and reaches them only through the descriptor-generic paths here (`blocking`,
+//! `poll_io`, `wait_ready`), never the socket calls (`read_stream`, `recv`, `send`).
+//!
 //! # Invariants
 //!
 //! - The socket is always in non-blocking mode; a call that would block returns `WouldBlock`

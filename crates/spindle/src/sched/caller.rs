@@ -5,8 +5,8 @@
 //! fiber; from a plain thread it blocks that thread; from an async task it panics (at the
 //! caller's line, through `#[track_caller]`) with a message that names the async alternative,
 //! because blocking there would stall every fiber and task of the worker. Every blocking-style
-//! entry point (`time::sleep`, socket reads and writes, joins, channel and lock waits) asks
-//! [`blocking_caller`] first; `park::park_on` asks it for the rest.
+//! entry point (`time::sleep`, socket reads and writes, file system calls, child waits, joins,
+//! channel and lock waits) asks [`blocking_caller`] first; `park::park_on` asks it for the rest.
 
 use super::worker::{self, Worker};
 
@@ -67,6 +67,21 @@ fn async_alternative(call: &str) -> &'static str {
         "shutdown" | "shutdown drain" => "`ShutdownToken::triggered().await`",
         "tokio bridge wait" => "`.await` on the `Bridged` future (`spindle::compat::spawn(future).await`)",
         "block_on (future pending)" => "`.await` on the future itself",
+        "fs::read_dir" => "`spindle::fs::read_dir_async(path).await` and `ReadDir::next_entry_async().await`",
+        "fs::File read" | "fs::File write" | "fs::File seek" | "fs::File flush" => {
+            "`spindle::fs::File`'s futures-io traits (`AsyncRead`, `AsyncWrite`, `AsyncSeek`: \
+             `futures::AsyncReadExt::read`, `AsyncWriteExt::write_all`, …)"
+        }
+        c if c.starts_with("fs::") => {
+            "the `_async` form of the same `spindle::fs` call (`spindle::fs::read_async(path).await`, \
+             `File::open_async(path).await`, `file.sync_all_async().await`, …)"
+        }
+        "child wait" => "`Child::wait_async().await` (or `wait_with_output_async`, `Command::status_async`)",
+        "pipe read" | "pipe write" => {
+            "the pipe's async I/O: `futures::AsyncReadExt::read` / `AsyncWriteExt::write_all` \
+             (spindle's `ChildStdin`, `ChildStdout` and `ChildStderr` implement futures-io's \
+             AsyncRead and AsyncWrite)"
+        }
         "channel recv" | "channel send" | "oneshot recv" | "mutex lock" | "wait group"
         | "semaphore acquire" | "rwlock read" | "rwlock write" | "notify" | "barrier" | "broadcast recv"
         | "watch changed" | "condvar" => {
