@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints (also of the Rust peers' workspace), the docs without a
-# broken link, every test, the examples, gRPC interop with grpc-go, the loom models, a smoke
+# broken link, every test (with all features, spindle's libc hook among them, then spindle's
+# again without it), the examples, gRPC interop with grpc-go, the loom models, a smoke
 # run of the tournament (--quick: every suite in seconds; peers that are not installed get a
 # row saying why), the aarch64 cross-check and spindle's tests under ASan and TSan.
 # Run from anywhere: `bash scripts/test.sh`.
@@ -21,8 +22,11 @@ step "the Rust peers' own workspace (bench/peers/rust): fmt and clippy -D warnin
 step "cargo doc --all-features (RUSTDOCFLAGS=-D warnings: no broken intra-doc link)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps
 
-step "cargo test --all-features"
+step "cargo test --all-features (spindle's hook feature on: std's blocking calls park the fibers of every test)"
 cargo test --workspace --all-features
+
+step "cargo test -p spindle (default features: std's blocking calls not hooked)"
+cargo test -p spindle
 
 step "examples: net, signals and shutdown, the tokio bridge (each runs on 127.0.0.1 and exits)"
 cargo run -q -p spindle --example net_connect
@@ -97,8 +101,8 @@ ls target/tournament-smoke/charts/*.svg >/dev/null \
     || { echo "smoke test: no charts were written" >&2; exit 1; }
 
 if rustup target list --installed 2>/dev/null | grep -q aarch64-unknown-linux-gnu; then
-    step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu)"
-    cargo check -p spindle --target aarch64-unknown-linux-gnu --lib --tests
+    step "aarch64 cross-check (cargo check --target aarch64-unknown-linux-gnu, the hook included)"
+    cargo check -p spindle --target aarch64-unknown-linux-gnu --features hook --lib --tests
 fi
 
 step "sanitizers: spindle's tests under ASan and TSan (scripts/sanitizers.sh, nightly -Zbuild-std)"

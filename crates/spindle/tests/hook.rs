@@ -367,3 +367,66 @@ fn thousands_of_fibers_echo_over_hooked_std_sockets() {
     });
     assert_eq!(total, CLIENTS * "message 000000".len());
 }
+
+#[test]
+fn a_send_to_a_full_socket_parks_until_the_peer_reads() {
+    // 4 MiB through one connection on one worker: far more than the socket buffers hold, so
+    // the writer must park for the reader (another fiber of the same worker) to run.
+    let received = on_runtime(1, || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = spindle::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let payload = vec![7u8; 4 << 20];
+            s.write_all(&payload).unwrap(); // a stream send returns once every byte went out
+        });
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        got.len()
+    });
+    assert_eq!(received, 4 << 20);
+}
+
+#[test]
+fn a_duplicated_socket_waits_and_a_reused_number_is_learned_anew() {
+    // Descriptor 900 (far above what the other tests use) is first a duplicate of a socket,
+    // then, once closed, a pipe's read end: its entry must follow.
+    const HIGH: i32 = 900;
+    on_runtime(1, || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let s = TcpStream::connect(addr).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        // SAFETY: duplicating an open descriptor onto a number no one uses.
+        assert_eq!(unsafe { libc::dup2(s.as_raw_fd(), HIGH) }, HIGH);
+        let reader = spindle::spawn(move || {
+            let mut b = [0u8; 3];
+            // SAFETY: a valid descriptor and buffer.
+            let n = unsafe { libc::read(HIGH, b.as_mut_ptr().cast(), 3) };
+            (n, b)
+        });
+        spindle::spawn(move || peer.write_all(b"dup").unwrap()).join().unwrap();
+        assert_eq!(reader.join().unwrap(), (3, *b"dup"), "the duplicate waited, parked");
+        let mut fds = [0; 2];
+        // SAFETY: closing our duplicate, making a pipe, and moving its read end to HIGH.
+        unsafe {
+            assert_eq!(libc::close(HIGH), 0);
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            assert_eq!(libc::dup2(fds[0], HIGH), HIGH);
+            libc::close(fds[0]);
+        }
+        // A pipe now: its read is the C library's (as a socket's it would fail with ENOTSOCK).
+        // SAFETY: valid pipe ends and buffers.
+        unsafe {
+            assert_eq!(libc::write(fds[1], b"p".as_ptr().cast(), 1), 1);
+            let mut c = [0u8; 1];
+            assert_eq!(libc::read(HIGH, c.as_mut_ptr().cast(), 1), 1);
+            assert_eq!(&c, b"p");
+            libc::close(HIGH);
+            libc::close(fds[1]);
+        }
+        drop(s);
+    });
+}

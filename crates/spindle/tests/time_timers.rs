@@ -194,17 +194,22 @@ fn join_handle_cancel_stops_a_parked_fiber_from_another_thread() {
 #[test]
 fn a_sleep_future_polled_spuriously_still_ends_at_its_deadline_and_not_before() {
     /// Polls the sleep, and while it is pending wakes its own task (a spurious wake-up for
-    /// the sleep) every time, counting the polls.
+    /// the sleep) every time, counting the polls. The sleep is made at the first poll, so that
+    /// a slow start (a loaded machine, a sanitizer) does not eat its time before any poll.
     struct Spurious {
-        sleep: Pin<Box<spindle::time::Sleep>>,
+        sleep: Option<Pin<Box<spindle::time::Sleep>>>,
+        deadline: Option<Instant>,
         polls: u64,
     }
     impl Future for Spurious {
-        type Output = u64;
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        type Output = (u64, Instant);
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<(u64, Instant)> {
             self.polls += 1;
-            match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(self.polls),
+            let deadline = *self.deadline.get_or_insert_with(|| Instant::now() + Duration::from_millis(100));
+            let sleep =
+                self.sleep.get_or_insert_with(|| Box::pin(spindle::time::sleep_until_future(deadline)));
+            match sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready((self.polls, deadline)),
                 Poll::Pending => {
                     cx.waker().wake_by_ref();
                     Poll::Pending
@@ -216,15 +221,8 @@ fn a_sleep_future_polled_spuriously_still_ends_at_its_deadline_and_not_before() 
     for workers in [1, 2] {
         let rt = spindle::Builder::new().worker_threads(workers).build().unwrap();
         for _ in 0..5 {
-            let start = Instant::now();
-            let deadline = start + Duration::from_millis(15);
-            let polls = rt
-                .spawn_async(Spurious {
-                    sleep: Box::pin(spindle::time::sleep_until_future(deadline)),
-                    polls: 0,
-                })
-                .join()
-                .unwrap();
+            let (polls, deadline) =
+                rt.spawn_async(Spurious { sleep: None, deadline: None, polls: 0 }).join().unwrap();
             assert!(Instant::now() >= deadline, "ended before its deadline");
             assert!(polls > 2, "the task was polled spuriously ({polls} polls)");
         }
