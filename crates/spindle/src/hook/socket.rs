@@ -458,9 +458,12 @@ unsafe fn send_message(
 ) -> ssize_t {
     #[allow(clippy::unnecessary_cast)] // a size_t on glibc, an int elsewhere
     let count = msg.msg_iovlen as usize;
-    // SAFETY: the caller's contract: `msg_iov` points to `msg_iovlen` iovecs.
-    let iovs: &[iovec] =
-        if count == 0 { &[] } else { unsafe { std::slice::from_raw_parts(msg.msg_iov, count) } };
+    let iovs: &[iovec] = if count == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract: `msg_iov` points to `msg_iovlen` iovecs.
+        unsafe { std::slice::from_raw_parts(msg.msg_iov, count) }
+    };
     let len: usize = iovs.iter().map(|v| v.iov_len).sum();
     let mut rest: Vec<iovec> = iovs.to_vec();
     let mut first = 0usize; // index of the first iovec with bytes left
