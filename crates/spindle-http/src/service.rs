@@ -216,6 +216,7 @@ impl<H: Respond> Service<H> {
     fn refuses_stream(&self) -> bool {
         let config = &self.shared.config;
         if self.counters.busy.load(Ordering::Relaxed) >= config.max_concurrent_streams {
+            // A load and a store: hyper calls one connection's service from its task only.
             let refused = self.counters.refused.load(Ordering::Relaxed);
             self.counters.refused.store(refused.saturating_add(1), Ordering::Relaxed);
             return true;
