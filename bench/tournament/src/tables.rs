@@ -340,7 +340,7 @@ fn times3(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.3}×")).unwrap_or_else(|| "—".into())
 }
 
-/// Issue 17's check, run by run: `hello_2w`'s CPU µs/request over `hello_1w`'s, for each
+/// The multi-worker check, run by run: `hello_2w`'s CPU µs/request over `hello_1w`'s, for each
 /// competitor measured in both, with each run paired with the run of the same number.
 fn cpu_run_by_run(out: &mut String, v: &View) {
     const METRIC: &str = "cpu_us_per_req";

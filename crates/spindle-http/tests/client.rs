@@ -1,4 +1,4 @@
-//! The HTTP client (issue 15, item 1) against spindle-http's own server: keep-alive reuse,
+//! The HTTP client against spindle-http's own server: keep-alive reuse,
 //! HTTP/2 by prior knowledge, pool limits and idle timeout, timeouts and connect errors,
 //! streaming bodies both ways, blocking style in fibers and futures in tasks.
 

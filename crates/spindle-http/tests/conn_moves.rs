@@ -1,4 +1,4 @@
-//! Connections move between workers (issue 17, item 2): a connection is a `Send` task whose
+//! Connections move between workers: a connection is a `Send` task whose
 //! socket any worker's reactor may deliver, so a handler that computes without parking holds
 //! up its own request only. With connections pinned to workers (the design before), the
 //! connections on the computing worker, and the accept loop when it ran there, waited until

@@ -1,6 +1,6 @@
 //! Handler fibers carry names that say which client and which request they serve, so that
 //! `Server::dump_fibers` and a stack overflow report name them; `Builder::stack_size` sets
-//! their stack (issue 12, item 7). Connections are tasks, not fibers (issue 17, item 2): they
+//! their stack. Connections are tasks, not fibers: they
 //! have no stack to name, and `Server::open_connections` counts them.
 
 mod common;

@@ -1,7 +1,6 @@
 //! HTTP/1.1 backpressure: a client that sends requests (or asks for a large streamed body)
-//! and never reads the responses cannot make the server buffer without bound (issue 12,
-//! item 4: with hyper's `pipeline_flush` the server buffered every response, ~1 GiB in
-//! 10 s). The server must stop producing responses once the socket and its bounded buffers
+//! and never reads the responses cannot make the server buffer without bound (with
+//! hyper's `pipeline_flush` the server buffered every response, ~1 GiB in 10 s). The server must stop producing responses once the socket and its bounded buffers
 //! are full. These tests run alone in their binary: they read the process's RSS.
 
 use std::io::{ErrorKind, Write};

@@ -1,6 +1,6 @@
 //! HTTP/1.1 connection close: a request that closes the connection (`Connection: close`,
 //! HTTP/1.0, `Content-Length` with `Transfer-Encoding`) gets its response even when more
-//! bytes follow it in the same read (issue 12, item 4: such responses were lost).
+//! bytes follow it in the same read (such responses were once lost).
 
 mod common;
 

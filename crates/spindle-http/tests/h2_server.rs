@@ -1,5 +1,5 @@
 //! HTTP/2 beside HTTP/1.1 on the same port (h2c by prior knowledge), with the same handler
-//! API and the same limits (issue 15, item 2). The client is hyper's HTTP/2 client on a
+//! API and the same limits. The client is hyper's HTTP/2 client on a
 //! spindle socket, in a fiber of a runtime of the test's own.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

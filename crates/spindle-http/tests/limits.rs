@@ -1,4 +1,4 @@
-//! Limits a server on the internet needs (issue 12, item 5): the request body's size (413)
+//! Limits a server on the internet needs: the request body's size (413)
 //! and minimum rate (408), the strict `Host` rule (400, RFC 9112 §3.2), and one header-size
 //! limit whatever the client's write pattern (431).
 

@@ -386,7 +386,7 @@ fn several_workers_share_the_port() {
 
 #[test]
 fn round_robin_deals_connections_to_every_worker() {
-    // Connections are tasks that any free worker serves (issue 17, item 2): 3 requests whose
+    // Connections are tasks that any free worker serves: 3 requests whose
     // handlers compute (never parking) until all 3 run at once can only finish if 3 workers
     // serve them. Each reports its thread (or that it gave up waiting for the others).
     let running = Arc::new(AtomicUsize::new(0));

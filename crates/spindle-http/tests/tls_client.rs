@@ -1,6 +1,6 @@
 //! The HTTP client over TLS (feature `tls`): ALPN picks HTTP/2 or HTTP/1.1 against
 //! spindle-http's HTTPS server; an untrusted or expired certificate is a `Tls` error that
-//! says why (issue 15, items 1 and 3).
+//! says why.
 
 use std::sync::Arc;
 use std::time::Duration;

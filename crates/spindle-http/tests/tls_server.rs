@@ -1,6 +1,6 @@
 //! HTTPS (feature `tls`): rustls on the server, HTTP/1.1 or HTTP/2 by ALPN, certificates made
 //! at run time with rcgen; a bad certificate, an expired one and a handshake that never
-//! finishes each end in a clear error with no fiber left (issue 15, item 3). The client is
+//! finishes each end in a clear error with no fiber left. The client is
 //! rustls's blocking `StreamOwned` on a std socket.
 
 use std::io::{Read, Write};

@@ -10,20 +10,21 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs `f` on a fresh runtime of `workers` workers; fails (rather than hangs) if it does not
-/// finish within a generous deadline.
+#[path = "support/hang_guard.rs"]
+mod hang_guard;
+
+/// Runs `f` on a fresh runtime of `workers` workers, under the hang guard (a blocked worker
+/// fails the test as hung instead of hanging it).
 fn on_runtime<T: Send + 'static>(workers: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    hang_guard::returns_within_hang_limit("the test's runtime", move || {
         let rt = spindle::Builder::new().worker_threads(workers).build().unwrap();
         let out = rt.block_on(f);
-        let _ = tx.send(out);
         rt.shutdown_timeout(Duration::from_secs(5));
-    });
-    rx.recv_timeout(Duration::from_secs(60)).expect("the runtime did not finish: was its worker blocked?")
+        out
+    })
 }
 
 /// A std listener on 127.0.0.1 with a listen queue of 4,096.

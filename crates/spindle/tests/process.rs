@@ -250,34 +250,8 @@ fn a_hundred_children_at_once_on_two_workers() {
     }
 }
 
-/// Tiny helpers over the `futures-io` traits (the tests avoid a futures-util dependency).
-mod futures_io_util {
-    use std::future::poll_fn;
-    use std::io;
-    use std::pin::Pin;
-
-    use futures_io::{AsyncRead, AsyncWrite};
-
-    pub async fn write_all<W: AsyncWrite + Unpin>(w: &mut W, mut buf: &[u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            let n = poll_fn(|cx| Pin::new(&mut *w).poll_write(cx, buf)).await?;
-            buf = &buf[n..];
-        }
-        Ok(())
-    }
-
-    pub async fn read_to_end<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = poll_fn(|cx| Pin::new(&mut *r).poll_read(cx, &mut buf)).await?;
-            if n == 0 {
-                return Ok(out);
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-    }
-}
+#[path = "support/futures_io_util.rs"]
+mod futures_io_util;
 
 /// From tasks: piped streams through futures-io (a writer task and a reader task, 1 MiB, so
 /// each must wait on the other), `wait_async`, `status_async`.

@@ -1,7 +1,6 @@
 //! A worker that computes without parking (or that the kernel preempted) does not hold up a
 //! task's socket: the task's socket is in the runtime's shared task reactor, which the idle
-//! worker watches, so the idle worker receives the event and runs the task itself (issue 17,
-//! item 2). (Sockets registered with a worker's own reactor are read for a busy owner by an
+//! worker watches, so the idle worker receives the event and runs the task itself. (Sockets registered with a worker's own reactor are read for a busy owner by an
 //! idle worker: `reactor_reads_for_others`.)
 
 use std::future::poll_fn;
