@@ -313,7 +313,12 @@ fn a_pinned_spawn_aimed_at_a_worker_that_already_stopped_is_cancelled() {
     struct SpawnOnDrop(std::sync::mpsc::Sender<spindle::JoinHandle<u32>>);
     impl Drop for SpawnOnDrop {
         fn drop(&mut self) {
-            std::thread::sleep(Duration::from_millis(200));
+            // Holds the worker's thread: a spin, not a sleep (with the `hook` feature a sleep
+            // in a fiber parks, and in a cancelled one returns at once).
+            let until = std::time::Instant::now() + Duration::from_millis(200);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
             let h = spindle::fiber::Builder::new().worker(1).spawn(|| 7).unwrap();
             let _ = self.0.send(h);
         }

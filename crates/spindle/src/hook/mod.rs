@@ -56,6 +56,8 @@ mod poll;
 mod real;
 mod sleep;
 mod socket;
+mod transfer;
+mod wait;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -121,16 +123,16 @@ static INTERPOSED: Interposed = Interposed([
     socket::connect as *const (),
     socket::accept as *const (),
     socket::accept4 as *const (),
-    socket::read as *const (),
-    socket::write as *const (),
-    socket::readv as *const (),
-    socket::writev as *const (),
-    socket::recv as *const (),
-    socket::recvfrom as *const (),
-    socket::recvmsg as *const (),
-    socket::send as *const (),
-    socket::sendto as *const (),
-    socket::sendmsg as *const (),
+    transfer::read as *const (),
+    transfer::write as *const (),
+    transfer::readv as *const (),
+    transfer::writev as *const (),
+    transfer::recv as *const (),
+    transfer::recvfrom as *const (),
+    transfer::recvmsg as *const (),
+    transfer::send as *const (),
+    transfer::sendto as *const (),
+    transfer::sendmsg as *const (),
     socket::close as *const (),
     socket::setsockopt as *const (),
     socket::fcntl as *const (),
