@@ -3,7 +3,7 @@
 //! a `File`'s operations kept in order.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -14,8 +14,11 @@ use spindle::{Builder, Runtime};
 mod hang_guard;
 use hang_guard::returns_within_hang_limit;
 
+#[path = "support/fifo.rs"]
+mod fifo;
 #[path = "support/futures_io_util.rs"]
 mod futures_io_util;
+use fifo::mkfifo;
 
 fn runtime(workers: usize) -> Runtime {
     Builder::new().worker_threads(workers).build().unwrap()
@@ -64,13 +67,6 @@ fn two_hundred_fibers_write_and_read_back_their_own_files() {
     for i in [0, 1, 199] {
         assert_eq!(fs::read(dir.path().join(format!("f{i}"))).unwrap(), contents(i));
     }
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that lives across the call.
-    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-    assert_eq!(rc, 0, "mkfifo: {}", io::Error::last_os_error());
 }
 
 /// A read of a FIFO cannot finish before a writer opens it and writes: if `fs::read` ran on

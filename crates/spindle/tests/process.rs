@@ -70,13 +70,6 @@ fn status_and_env_and_current_dir_reach_the_child() {
     assert_eq!(lines[2], "none");
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that lives across the call.
-    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-    assert_eq!(rc, 0, "mkfifo: {}", io::Error::last_os_error());
-}
-
 /// The child (`cat FIFO`) cannot exit before someone writes to the FIFO, and the only writer
 /// is a second fiber on the same single worker, started after the wait begins. If `wait`
 /// blocked the worker, that fiber would never run and the child never exit: the test would
@@ -250,8 +243,11 @@ fn a_hundred_children_at_once_on_two_workers() {
     }
 }
 
+#[path = "support/fifo.rs"]
+mod fifo;
 #[path = "support/futures_io_util.rs"]
 mod futures_io_util;
+use fifo::mkfifo;
 
 /// From tasks: piped streams through futures-io (a writer task and a reader task, 1 MiB, so
 /// each must wait on the other), `wait_async`, `status_async`.

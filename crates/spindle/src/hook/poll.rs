@@ -141,6 +141,16 @@ fn deadline_ts(ts: *const timespec) -> Result<Option<Instant>, ()> {
     Ok(Instant::now().checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)))
 }
 
+/// Whether `ts` is a timeout of zero (no wait: the C library's call as it is).
+///
+/// # Safety
+///
+/// `ts` is null or points to a timespec.
+unsafe fn is_zero(ts: *const timespec) -> bool {
+    // SAFETY: the caller's contract; checked non-null first.
+    !ts.is_null() && unsafe { (*ts).tv_sec == 0 && (*ts).tv_nsec == 0 }
+}
+
 /// `poll(2)`.
 ///
 /// # Safety
@@ -167,11 +177,8 @@ pub unsafe extern "C" fn ppoll(
     timeout: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    let zero = !timeout.is_null() && {
-        // SAFETY: a non-null timeout points to a timespec.
-        let ts = unsafe { *timeout };
-        ts.tv_sec == 0 && ts.tv_nsec == 0
-    };
+    // SAFETY: the caller's contract: a non-null timeout points to a timespec.
+    let zero = unsafe { is_zero(timeout) };
     match on_fiber() {
         Some(worker) if mask.is_null() && !zero => match deadline_ts(timeout) {
             Ok(deadline) => fiber_poll(worker, fds, nfds, deadline),
@@ -306,11 +313,8 @@ pub unsafe extern "C" fn pselect(
     timeout: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    let zero = !timeout.is_null() && {
-        // SAFETY: a non-null timeout points to a timespec.
-        let ts = unsafe { *timeout };
-        ts.tv_sec == 0 && ts.tv_nsec == 0
-    };
+    // SAFETY: the caller's contract: a non-null timeout points to a timespec.
+    let zero = unsafe { is_zero(timeout) };
     let Some(worker) = on_fiber().filter(|_| mask.is_null() && !zero) else {
         // SAFETY: the caller's contract.
         return unsafe { (real().pselect)(nfds, readfds, writefds, exceptfds, timeout, mask) };
