@@ -118,6 +118,7 @@ fn the_watchdog_warns_about_a_fiber_that_does_not_yield() {
         .long_running_budget(Some(Duration::from_millis(20)))
         .build()
         .unwrap();
+    let spawned_at = std::panic::Location::caller().line() + 1;
     let id = rt.block_on(|| {
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_millis(200) {
@@ -127,11 +128,10 @@ fn the_watchdog_warns_about_a_fiber_that_does_not_yield() {
     });
     let lines = lines.lock().unwrap();
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains(&format!("fiber {id} has held worker 0 for"))
-                && l.contains("without yielding")),
-        "{lines:?}"
+        lines.iter().any(|l| l.contains(&format!("fiber {id} has held worker 0 for"))
+            && l.contains("without yielding")
+            && l.contains(&format!("spawned at {}:{spawned_at}:", file!()))),
+        "the warning names the fiber and the line that spawned it: {lines:?}"
     );
 }
 

@@ -46,6 +46,9 @@ pub(crate) struct Header {
     pub(crate) refs: super::block::Count,
     pub(crate) id: u64,
     pub(crate) name: Option<super::Name>,
+    /// Where the fiber was spawned (the caller of the spawn function): named by the watchdog
+    /// and the dump.
+    pub(crate) site: &'static std::panic::Location<'static>,
     /// Stack size in bytes, guard page included, rounded to pages.
     pub(crate) stack_size: usize,
     /// Saved stack pointer while suspended (owner-only).
@@ -97,11 +100,17 @@ unsafe impl Sync for Header {}
 unsafe impl Send for Header {}
 
 impl Header {
-    pub(crate) fn new(id: u64, name: Option<super::Name>, stack_size: usize) -> Header {
+    pub(crate) fn new(
+        id: u64,
+        name: Option<super::Name>,
+        stack_size: usize,
+        site: &'static std::panic::Location<'static>,
+    ) -> Header {
         Header {
             refs: super::block::Count::new(),
             id,
             name,
+            site,
             stack_size,
             sp: Cell::new(0),
             stack: Cell::new(None),

@@ -73,6 +73,7 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a fiber of a spindle runtime (use [`Builder::spawn_on`] there).
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -101,6 +102,7 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a fiber or task of a spindle runtime.
+    #[track_caller]
     pub fn spawn_local<F, T>(self, mut f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
@@ -143,6 +145,7 @@ impl Builder {
     /// # Panics
     ///
     /// Outside a fiber or task of a spindle runtime.
+    #[track_caller]
     pub fn spawn_now<F, T>(self, mut f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
@@ -178,6 +181,7 @@ impl Builder {
     /// copying it out after the call read a half-written word (a store-to-load forwarding
     /// stall, about 4 ns a spawn).
     #[inline]
+    #[track_caller]
     pub(crate) fn build<F, T>(
         self,
         mut f: F,
@@ -209,6 +213,7 @@ impl Builder {
     ///
     /// `write_job` writes a whole `J` at the pointer it is given.
     #[inline(always)]
+    #[track_caller]
     unsafe fn build_with<A, J, T>(
         self,
         input: Moving<'_, A>,
@@ -227,8 +232,9 @@ impl Builder {
         };
         let name = self.name;
         let id = FiberId::next().0;
+        let site = std::panic::Location::caller();
         let building = block::Vacant::<StageImpl<J, T>>::take().write_header(move || {
-            let header = Header::new(id, name, stack_size);
+            let header = Header::new(id, name, stack_size, site);
             if pinned {
                 header.pin();
             }
@@ -254,6 +260,7 @@ impl Builder {
 /// Outside a fiber of a spindle runtime (use [`Runtime::spawn`](crate::Runtime::spawn) there), and when no stack can
 /// be mapped (out of memory or of mappings), as `std::thread::spawn` panics when it cannot
 /// start a thread; [`Builder::spawn`] returns that error instead.
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -280,6 +287,7 @@ where
 ///
 /// Outside a fiber or task of a spindle runtime, and when no stack can be mapped (see
 /// [`spawn`]).
+#[track_caller]
 pub fn spawn_local<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + 'static,

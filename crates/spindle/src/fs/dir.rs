@@ -1,4 +1,4 @@
-//! [`read_dir`]: a directory's entries, read in batches on the blocking pool.
+//! [`read_dir`]: a directory's entries, read in batches on the file pool.
 //!
 //! # Invariants
 //!
@@ -126,7 +126,7 @@ impl ReadDir {
             }
             let Some(std) = self.std.take() else { return Poll::Ready(Ok(None)) };
             match on_worker_pool() {
-                Some(services) => self.pending = Some(services.blocking.spawn(move || read_batch(std))),
+                Some(services) => self.pending = Some(services.files.spawn(move || read_batch(std))),
                 None => self.take_batch(read_batch(std)),
             }
         }
@@ -160,7 +160,7 @@ impl Iterator for ReadDir {
                 Caller::Thread => read_batch(std),
                 Caller::Fiber(_) => match crate::runtime::services() {
                     Some(services) => {
-                        match joined(services.blocking.spawn(move || read_batch(std)).join().map(Ok)) {
+                        match joined(services.files.spawn(move || read_batch(std)).join().map(Ok)) {
                             Ok(batch) => batch,
                             Err(e) => return Some(Err(e)),
                         }

@@ -1,4 +1,4 @@
-//! [`File`] and [`OpenOptions`]: an open file whose every operation runs on the blocking pool,
+//! [`File`] and [`OpenOptions`]: an open file whose every operation runs on the file pool,
 //! in order, through the file's operation queue (module `queue`).
 //!
 //! # Invariants
@@ -35,7 +35,7 @@ use crate::sync::oneshot::Receiver;
 pub const MAX_IO_BYTES: usize = 2 * 1024 * 1024;
 
 /// An open file. In a fiber, `Read`, `Write` and `Seek` (on `File` and on `&File`) park the
-/// fiber while the call runs on the blocking pool; in a task, use `futures-io`'s
+/// fiber while the call runs on the file pool; in a task, use `futures-io`'s
 /// `AsyncRead`, `AsyncWrite` and `AsyncSeek` and the `*_async` methods.
 ///
 /// Operations run one at a time in the order they were started, whoever started them: a

@@ -1,9 +1,11 @@
 //! Files and directories for fibers and tasks: the `std::fs` surface (and `tokio::fs`'s), with
-//! every system call run on the runtime's blocking pool while the caller parks.
+//! every system call run on the runtime's file pool while the caller parks.
 //!
 //! Linux offers no readiness for regular files (epoll refuses them, and a read of a cold page
 //! waits for the disk whatever `O_NONBLOCK` says), so a file operation cannot wait on the
-//! reactor as a socket does: it runs as a [`spawn_blocking`](crate::spawn_blocking) job.
+//! reactor as a socket does: it runs as a job on the runtime's file pool, a pool of threads
+//! like [`spawn_blocking`](crate::spawn_blocking)'s but smaller
+//! ([`Builder::max_file_threads`](crate::Builder::max_file_threads)).
 //!
 //! - **Fibers** call the blocking-style functions ([`read`], [`write()`], [`File::open`],
 //!   `Read`/`Write`/`Seek` on [`File`], iteration of [`ReadDir`], …): the fiber parks while
@@ -28,8 +30,8 @@
 //! # Invariants
 //!
 //! - **Never on a worker.** On a spindle worker every file system call runs on the runtime's
-//!   blocking pool (the pool of [`spawn_blocking`](crate::spawn_blocking); module `blocking`),
-//!   never on the worker thread. Off a worker (a plain thread, which stalls nobody) the calls
+//!   file pool (module `blocking`'s pool, sized by `Builder::max_file_threads`), never on the
+//!   worker thread. Off a worker (a plain thread, which stalls nobody) the calls
 //!   run on the calling thread, as std's do.
 //! - **A blocking-style call from an async task panics** at the caller's line, naming the
 //!   async form (module `sched::caller`): it would stall every fiber and task of the worker.
@@ -61,7 +63,7 @@ use std::io;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::JoinError;
 
-/// Runs `job` blocking-style for the call named `call`: on the blocking pool while the fiber
+/// Runs `job` blocking-style for the call named `call`: on the file pool while the fiber
 /// parks, or on the calling thread off a worker.
 ///
 /// # Panics
@@ -76,13 +78,13 @@ where
     match blocking_caller(call) {
         Caller::Thread => job(),
         Caller::Fiber(_) => match crate::runtime::services() {
-            Some(services) => joined(services.blocking.spawn(job).join()),
+            Some(services) => joined(services.files.spawn(job).join()),
             None => job(),
         },
     }
 }
 
-/// The future-side [`offload`]: the job starts on the blocking pool at the first poll on a
+/// The future-side [`offload`]: the job starts on the file pool at the first poll on a
 /// spindle worker, and runs inline at the first poll anywhere else.
 pub(crate) async fn offload_async<T, F>(job: F) -> io::Result<T>
 where
@@ -90,12 +92,12 @@ where
     T: Send + 'static,
 {
     match on_worker_pool() {
-        Some(services) => joined(services.blocking.spawn(job).await),
+        Some(services) => joined(services.files.spawn(job).await),
         None => job(),
     }
 }
 
-/// The runtime services whose blocking pool takes jobs from the caller: `Some` on a spindle
+/// The runtime services whose file pool takes jobs from the caller: `Some` on a spindle
 /// worker, `None` on a plain thread (whose jobs run inline).
 fn on_worker_pool() -> Option<std::sync::Arc<crate::runtime::Services>> {
     crate::sched::worker::current()?;

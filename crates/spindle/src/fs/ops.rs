@@ -1,5 +1,5 @@
 //! The free functions of [`spindle::fs`](super): each runs the `std::fs` function of the same
-//! name as one job on the blocking pool (module doc of `fs`), in a blocking-style form for
+//! name as one job on the file pool (module doc of `fs`), in a blocking-style form for
 //! fibers and plain threads and an `_async` form for tasks.
 //!
 //! The arguments are copied into owned values (`PathBuf`, `Vec<u8>`) for the job, so the

@@ -1,5 +1,5 @@
 //! A file's operation queue: the mechanism that keeps a [`File`](super::File)'s operations in
-//! order while they run on the blocking pool.
+//! order while they run on the file pool.
 //!
 //! # Invariants
 //!
@@ -76,7 +76,7 @@ impl Shared {
             let drain = Drain { shared: self.clone(), ran: false };
             match on_worker_pool() {
                 // The handle is not needed: each operation reports through its own channel.
-                Some(services) => drop(services.blocking.spawn(move || drain.run())),
+                Some(services) => drop(services.files.spawn(move || drain.run())),
                 None => drain.run(),
             }
         }

@@ -1,5 +1,5 @@
-//! What the interposed calls know of each descriptor: whether it is a socket, whether the
-//! program made it non-blocking, its `SO_RCVTIMEO` / `SO_SNDTIMEO`, and its reactor
+//! What the interposed calls know of each descriptor: whether it is a socket or a file (a
+//! regular file or a block device), whether the program made it non-blocking, its `SO_RCVTIMEO` / `SO_SNDTIMEO`, and its reactor
 //! registration once a fiber has waited on it.
 //!
 //! # Invariants
@@ -39,6 +39,11 @@ const SOCKET: u32 = 2;
 const NONBLOCK: u32 = 4;
 /// A stream socket (a blocking send returns once every byte went out).
 const STREAM: u32 = 8;
+/// A regular file or a block device: data calls that may wait for the disk (module `file`).
+const FILE: u32 = 16;
+/// A file on which a non-waiting write (`RWF_NOWAIT`) was refused as unsupported: its
+/// writes go straight to the file pool.
+const NO_NOWAIT_WRITE: u32 = 32;
 
 /// One descriptor's entry (module doc).
 pub(super) struct Entry {
@@ -84,6 +89,7 @@ pub(super) struct Known {
     pub(super) socket: bool,
     pub(super) nonblocking: bool,
     pub(super) stream: bool,
+    pub(super) file: bool,
 }
 
 impl Entry {
@@ -103,16 +109,37 @@ impl Entry {
         if state & KNOWN == 0 {
             state = self.learn(fd);
         }
-        Known { socket: state & SOCKET != 0, nonblocking: state & NONBLOCK != 0, stream: state & STREAM != 0 }
+        Known {
+            socket: state & SOCKET != 0,
+            nonblocking: state & NONBLOCK != 0,
+            stream: state & STREAM != 0,
+            file: state & FILE != 0,
+        }
+    }
+
+    /// Whether non-waiting writes (`RWF_NOWAIT`) are known to be refused on this file.
+    pub(super) fn no_nowait_write(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & NO_NOWAIT_WRITE != 0
+    }
+
+    /// Records that the file refused a non-waiting write as unsupported.
+    pub(super) fn set_no_nowait_write(&self) {
+        let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            (s & FILE != 0).then_some(s | NO_NOWAIT_WRITE)
+        });
     }
 
     /// Asks the kernel what descriptor `fd` is ("learned once, then told").
     fn learn(&self, fd: RawFd) -> u32 {
         let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: `stat` is valid for writes of one `struct stat`.
-        let socket = unsafe { libc::fstat(fd, stat.as_mut_ptr()) } == 0
+        let format = if unsafe { libc::fstat(fd, stat.as_mut_ptr()) } == 0 {
             // SAFETY: fstat succeeded, so it filled `stat`.
-            && unsafe { stat.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFSOCK;
+            unsafe { stat.assume_init() }.st_mode & libc::S_IFMT
+        } else {
+            0
+        };
+        let socket = format == libc::S_IFSOCK;
         // SAFETY: F_GETFL takes no argument and only reads the descriptor's flags.
         let flags = unsafe { (real().fcntl)(fd, libc::F_GETFL, 0) };
         let mut state = KNOWN;
@@ -123,6 +150,9 @@ impl Entry {
             }
             self.recv_timeout.store(timeout_of(fd, libc::SO_RCVTIMEO), Ordering::Relaxed);
             self.send_timeout.store(timeout_of(fd, libc::SO_SNDTIMEO), Ordering::Relaxed);
+        }
+        if format == libc::S_IFREG || format == libc::S_IFBLK {
+            state |= FILE;
         }
         if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
             state |= NONBLOCK;

@@ -1,6 +1,7 @@
 //! Go's promise for code spindle did not write (feature `hook`): the libc calls that `std`
 //! and sync crates make to wait — socket I/O, `connect`, `accept`, `poll`, `select`,
-//! `epoll_wait`, the sleeps — park the calling fiber instead of blocking its worker.
+//! `epoll_wait`, the sleeps, and the file calls that may wait for the disk — park the calling
+//! fiber instead of blocking its worker.
 //!
 //! spindle defines these functions itself (`#[no_mangle]`, the C names), so that the program's
 //! own calls, and those of every Rust crate linked into it, reach spindle's definition
@@ -24,11 +25,18 @@
 //!   bytes moved so far when some were); a stream `send` returns once every byte went out,
 //!   as a blocking one does; `errno` is the kernel's. A socket the program made non-blocking
 //!   (`SOCK_NONBLOCK`, `O_NONBLOCK`, `FIONBIO`) gets `EAGAIN` as before.
-//! - **Only sockets and waits.** `read` and `write` on descriptors that are not sockets
-//!   (files, pipes, terminals) pass straight through; `poll`, `select` and `epoll_wait` park
-//!   on any descriptor the kernel can watch with epoll (an epoll descriptor among them: a
-//!   crate that runs its own event loop on the calling thread, such as the sync `postgres`
-//!   crate's tokio runtime, parks the fiber in it).
+//! - **Sockets and waits on the reactor.** `poll`, `select` and `epoll_wait` park on any
+//!   descriptor the kernel can watch with epoll (an epoll descriptor among them: a crate that
+//!   runs its own event loop on the calling thread, such as the sync `postgres` crate's tokio
+//!   runtime, parks the fiber in it).
+//! - **Files on the file pool.** Files have no readiness: a fiber's `open`, `stat`, `fsync`,
+//!   and a read or write of a regular file or block device that would wait, run on the
+//!   runtime's file pool while the fiber parks (module `file`; module `offload`, which holds
+//!   the fiber in the call until the pool thread is done with the caller's memory, even when
+//!   the fiber is cancelled meanwhile). Reads of cached pages up to a small size happen on the
+//!   worker without waiting (`RWF_NOWAIT`).
+//! - **Other descriptors pass through.** `read` and `write` on pipes, FIFOs, terminals and
+//!   character devices are glibc's, and block the worker when they wait.
 //! - **No unwinding into C.** A fiber cancelled while parked in one of these calls does not
 //!   unwind through the C frame: the call fails with `ECANCELED` (a sleep returns as if it
 //!   had slept), as does every later hooked call of that fiber, and the fiber unwinds at its
@@ -45,13 +53,20 @@
 //! - The descriptor table knows what the interposed calls tell it: a socket's non-blocking
 //!   flag or timeouts changed through a raw system call, or a descriptor closed that way and
 //!   reused, can make a fiber's call wait when the kernel would not (or the reverse).
-//! - Files and other calls that have no readiness (`open`, `read` of a regular file,
-//!   `fsync`, `waitpid`) still block the worker: use `spindle::spawn_blocking` for them.
+//! - Pipes, FIFOs and terminals (`std::process`'s pipes among them: use `spindle::process`),
+//!   `waitpid`, directory reads, std's `metadata` (a `statx` looked up dynamically, which
+//!   finds glibc's), `copy_file_range`, `ftruncate` and `fallocate` block the worker: use
+//!   `spindle::fs`, `spindle::process` or `spindle::spawn_blocking` for them.
+//! - A started file call delays its runtime's shutdown until it returns (a thread cannot be
+//!   interrupted), as it would delay a thread's exit.
 //! - `std::sync` locks and any lock held across a park remain the program's rule to keep.
 //! - `ppoll`, `pselect` and `epoll_pwait` with a signal mask pass through (a parked fiber
 //!   cannot take a signal mask).
 
 mod fd;
+mod file;
+mod iov;
+mod offload;
 mod poll;
 mod real;
 mod sleep;
@@ -113,7 +128,7 @@ pub(crate) fn link() {
 }
 
 /// The interposed functions, as addresses (see [`link`]).
-struct Interposed([*const (); 31]);
+struct Interposed([*const (); 53]);
 
 // SAFETY: the table holds function addresses, which are never written or dereferenced as data.
 unsafe impl Sync for Interposed {}
@@ -150,4 +165,26 @@ static INTERPOSED: Interposed = Interposed([
     sleep::clock_nanosleep as *const (),
     sleep::usleep as *const (),
     sleep::sleep as *const (),
+    file::pread as *const (),
+    file::pread64 as *const (),
+    file::pwrite as *const (),
+    file::pwrite64 as *const (),
+    file::preadv as *const (),
+    file::preadv64 as *const (),
+    file::pwritev as *const (),
+    file::pwritev64 as *const (),
+    file::fsync as *const (),
+    file::fdatasync as *const (),
+    file::open as *const (),
+    file::open64 as *const (),
+    file::openat as *const (),
+    file::openat64 as *const (),
+    file::creat as *const (),
+    file::creat64 as *const (),
+    file::stat as *const (),
+    file::stat64 as *const (),
+    file::lstat as *const (),
+    file::lstat64 as *const (),
+    file::fstatat as *const (),
+    file::fstatat64 as *const (),
 ]);

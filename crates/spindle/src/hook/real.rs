@@ -10,8 +10,8 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 
 use libc::{
-    c_int, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, pollfd, sigset_t, size_t, sockaddr, socklen_t,
-    ssize_t, timespec, timeval,
+    c_char, c_int, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, off64_t, off_t, pollfd, sigset_t, size_t,
+    sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
 /// Declares [`Real`], one field per function, and `resolve`, which finds each function by its
@@ -73,6 +73,23 @@ functions! {
     clock_nanosleep: unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
     usleep: unsafe extern "C" fn(libc::useconds_t) -> c_int;
     sleep: unsafe extern "C" fn(c_uint) -> c_uint;
+    pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
+    pread64: unsafe extern "C" fn(c_int, *mut c_void, size_t, off64_t) -> ssize_t;
+    pwrite: unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;
+    pwrite64: unsafe extern "C" fn(c_int, *const c_void, size_t, off64_t) -> ssize_t;
+    preadv: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+    preadv64: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t) -> ssize_t;
+    pwritev: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+    pwritev64: unsafe extern "C" fn(c_int, *const iovec, c_int, off64_t) -> ssize_t;
+    fsync: unsafe extern "C" fn(c_int) -> c_int;
+    fdatasync: unsafe extern "C" fn(c_int) -> c_int;
+    /// Declared with the mode as a fixed argument (module `file`, `opens!`).
+    open: unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int;
+    open64: unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int;
+    openat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
+    openat64: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
+    creat: unsafe extern "C" fn(*const c_char, libc::mode_t) -> c_int;
+    creat64: unsafe extern "C" fn(*const c_char, libc::mode_t) -> c_int;
 }
 
 /// The C library's functions, resolved on first use (module doc).

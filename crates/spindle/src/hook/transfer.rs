@@ -1,13 +1,16 @@
 //! The interposed data calls on sockets: `read`, `write`, `readv`, `writev`, the `recv` and
 //! `send` families. On a fiber and a socket the program left blocking, each attempt is made
 //! non-blocking (`MSG_DONTWAIT`; `read` and `write` on a socket become `recv` and `send`) and
-//! the fiber parks between attempts (module `wait`); otherwise glibc's call.
+//! the fiber parks between attempts (module `wait`); on a fiber and a file, `read`, `write`,
+//! `readv` and `writev` are module `file`'s; otherwise glibc's call.
 
 use std::os::fd::RawFd;
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
 use super::fd::Entry;
+use super::file::{file, transfer, transfer_one, Dir, POSITION};
+use super::iov::Iovecs;
 use super::real::real;
 use super::wait::{blocking_socket, blocking_socket_unless, deadline, would_block, Stop, Waiter};
 use super::{errno, on_fiber, set_errno};
@@ -195,12 +198,18 @@ unsafe fn send_from(
 /// As `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    if on_fiber().is_none() || blocking_socket(fd).is_none() {
-        // SAFETY: the caller's contract.
-        return unsafe { (real().read)(fd, buf, count) };
+    if let Some(worker) = on_fiber() {
+        if blocking_socket(fd).is_some() {
+            // SAFETY: `read` on a socket is `recv` with no flags.
+            return unsafe { receive_into(fd, buf, count, 0, std::ptr::null_mut(), std::ptr::null_mut()) };
+        }
+        if let Some(entry) = file(fd) {
+            // SAFETY: the caller's contract.
+            return unsafe { transfer_one(worker, fd, entry, buf, count, POSITION, Dir::Read) };
+        }
     }
-    // SAFETY: `read` on a socket is `recv` with no flags.
-    unsafe { receive_into(fd, buf, count, 0, std::ptr::null_mut(), std::ptr::null_mut()) }
+    // SAFETY: the caller's contract.
+    unsafe { (real().read)(fd, buf, count) }
 }
 
 /// `write(2)`: on a fiber and a blocking socket, a send that parks; otherwise glibc's.
@@ -210,12 +219,18 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
 /// As `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    if on_fiber().is_none() || blocking_socket(fd).is_none() {
-        // SAFETY: the caller's contract.
-        return unsafe { (real().write)(fd, buf, count) };
+    if let Some(worker) = on_fiber() {
+        if blocking_socket(fd).is_some() {
+            // SAFETY: `write` on a socket is `send` with no flags (SIGPIPE included).
+            return unsafe { send_from(fd, buf, count, 0, std::ptr::null(), 0) };
+        }
+        if let Some(entry) = file(fd) {
+            // SAFETY: the caller's contract (the buffer is only read).
+            return unsafe { transfer_one(worker, fd, entry, buf.cast_mut(), count, POSITION, Dir::Write) };
+        }
     }
-    // SAFETY: `write` on a socket is `send` with no flags (SIGPIPE included).
-    unsafe { send_from(fd, buf, count, 0, std::ptr::null(), 0) }
+    // SAFETY: the caller's contract.
+    unsafe { (real().write)(fd, buf, count) }
 }
 
 /// `recv(2)`.
@@ -306,6 +321,10 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// As `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
+    if let (Some(worker), Some(entry)) = (on_fiber(), file(fd)) {
+        // SAFETY: the caller's contract.
+        return unsafe { transfer(worker, fd, entry, iov, iovcnt, POSITION, Dir::Read) };
+    }
     let (Some(worker), Some((entry, _))) = (on_fiber(), blocking_socket(fd)) else {
         // SAFETY: the caller's contract.
         return unsafe { (real().readv)(fd, iov, iovcnt) };
@@ -326,6 +345,10 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, iovcnt: c_int) -> s
 /// As `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
+    if let (Some(worker), Some(entry)) = (on_fiber(), file(fd)) {
+        // SAFETY: the caller's contract.
+        return unsafe { transfer(worker, fd, entry, iov, iovcnt, POSITION, Dir::Write) };
+    }
     let (Some(worker), Some((entry, stream))) = (on_fiber(), blocking_socket(fd)) else {
         // SAFETY: the caller's contract.
         return unsafe { (real().writev)(fd, iov, iovcnt) };
@@ -370,34 +393,17 @@ unsafe fn send_message(
 ) -> ssize_t {
     #[allow(clippy::unnecessary_cast)] // a size_t on glibc, an int elsewhere
     let count = msg.msg_iovlen as usize;
-    let iovs: &[iovec] = if count == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's contract: `msg_iov` points to `msg_iovlen` iovecs.
-        unsafe { std::slice::from_raw_parts(msg.msg_iov, count) }
-    };
-    let len: usize = iovs.iter().map(|v| v.iov_len).sum();
-    let mut rest: Vec<iovec> = iovs.to_vec();
-    let mut first = 0usize; // index of the first iovec with bytes left
+    // SAFETY: the caller's contract: `msg_iov` points to `msg_iovlen` iovecs.
+    let mut rest = unsafe { Iovecs::from_raw(msg.msg_iov, count) };
+    let len = rest.len();
     let mut sent_before = 0usize;
     transmit(worker, fd, entry, stream, len, |done| {
-        // Advance the iovecs past the bytes sent since the last attempt.
-        let mut skip = done - sent_before;
+        rest.advance(done - sent_before);
         sent_before = done;
-        while skip > 0 && first < rest.len() {
-            let v = &mut rest[first];
-            let take = skip.min(v.iov_len);
-            // SAFETY: `take` is within this iovec's buffer.
-            v.iov_base = unsafe { v.iov_base.cast::<u8>().add(take) }.cast();
-            v.iov_len -= take;
-            skip -= take;
-            if v.iov_len == 0 {
-                first += 1;
-            }
-        }
+        let rest = rest.rest();
         let mut part = *msg;
-        part.msg_iov = rest[first..].as_mut_ptr();
-        part.msg_iovlen = (rest.len() - first) as _;
+        part.msg_iov = rest.as_mut_ptr();
+        part.msg_iovlen = rest.len() as _;
         if done > 0 {
             part.msg_control = std::ptr::null_mut();
             part.msg_controllen = 0;

@@ -17,6 +17,7 @@ pub struct Builder {
     worker_threads: Option<usize>,
     long_running_budget: Option<std::time::Duration>,
     max_blocking_threads: usize,
+    max_file_threads: Option<usize>,
     blocking_keep_alive: std::time::Duration,
     stack_size: usize,
     stack_cache: usize,
@@ -37,6 +38,7 @@ impl Builder {
             worker_threads: None,
             long_running_budget: Some(std::time::Duration::from_millis(100)),
             max_blocking_threads: 512,
+            max_file_threads: None,
             blocking_keep_alive: std::time::Duration::from_secs(10),
             stack_size: DEFAULT_STACK_SIZE,
             stack_cache: 65_536,
@@ -61,6 +63,21 @@ impl Builder {
     pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
         assert!(n > 0, "max_blocking_threads must be at least 1");
         self.max_blocking_threads = n;
+        self
+    }
+
+    /// The most threads that run file system calls at once: those of [`crate::fs`] and, with
+    /// the `hook` feature, `std::fs`'s calls made in fibers (default: four per worker). More
+    /// calls queue. File calls copy data and take the process's memory-map lock on page
+    /// faults, so a few threads per core keep a disk busy without crowding the workers off
+    /// their cores, which hundreds of threads copying at once do.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    pub fn max_file_threads(&mut self, n: usize) -> &mut Builder {
+        assert!(n > 0, "max_file_threads must be at least 1");
+        self.max_file_threads = Some(n);
         self
     }
 
@@ -239,6 +256,11 @@ impl Builder {
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
                 format!("{}-blocking", self.thread_name),
+            )),
+            files: Arc::new(crate::blocking::BlockingPool::new(
+                self.max_file_threads.unwrap_or(4 * n),
+                self.blocking_keep_alive,
+                format!("{}-file", self.thread_name),
             )),
             shutdown: crate::shutdown::ShutdownToken::new(),
         });

@@ -126,6 +126,7 @@ impl Handle {
     /// # Panics
     ///
     /// If the runtime has been dropped; [`try_spawn`](Self::try_spawn) returns an error instead.
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -135,6 +136,7 @@ impl Handle {
     }
 
     /// [`spawn`](Self::spawn), or `Err(RuntimeClosed)` if the runtime has been dropped.
+    #[track_caller]
     pub fn try_spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, RuntimeClosed>
     where
         F: FnOnce() -> T + Send + 'static,

@@ -87,6 +87,7 @@ impl LocalRuntime {
     ///
     /// When called inside a spindle runtime's fiber or task (of this or another runtime):
     /// spawn a fiber and join it instead.
+    #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         assert!(
             worker::current().is_none(),
@@ -107,6 +108,7 @@ impl LocalRuntime {
 
     /// Spawns a fiber on this runtime; it runs in the next `block_on` (inside one, use
     /// [`spindle::spawn`](crate::spawn)).
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,

@@ -64,6 +64,7 @@ use metrics::StopSignal;
 /// runtime it needs, so that module `fiber` does not depend on this one.
 impl fiber::Builder {
     /// Spawns the fiber on `runtime`, from any thread.
+    #[track_caller]
     pub fn spawn_on<F, T>(self, runtime: &Runtime, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -75,6 +76,7 @@ impl fiber::Builder {
 
 /// Spawns a fiber on `rt` from any thread: on the worker chosen with `Builder::worker`, else
 /// through the injector (any idle worker may start it).
+#[track_caller]
 pub(crate) fn spawn_fiber_on<F, T>(
     rt: &RuntimeShared,
     builder: fiber::Builder,
@@ -99,6 +101,8 @@ where
 #[derive(Debug)]
 pub(crate) struct Services {
     pub(crate) blocking: Arc<BlockingPool>,
+    /// The pool of file system calls (`Builder::max_file_threads`).
+    pub(crate) files: Arc<BlockingPool>,
     pub(crate) shutdown: ShutdownToken,
 }
 
@@ -168,6 +172,7 @@ impl Runtime {
     ///
     /// When called from a fiber of this same runtime (that would block the worker the fiber
     /// waits for): spawn and join instead.
+    #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         if let Some(worker) = worker::current() {
             assert!(
@@ -183,6 +188,7 @@ impl Runtime {
     }
 
     /// Spawns a fiber on this runtime from any thread.
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -297,6 +303,7 @@ impl Drop for Runtime {
             panicked |= thread.join().is_err();
         }
         self.services.blocking.shutdown();
+        self.services.files.shutdown();
         // Fibers injected but never taken by a worker, and pinned ones sent to a worker that
         // had already exited ("shutdown reaches every fiber"): complete them as cancelled.
         while let Some(fiber) = self.shared.steal_injected_fiber() {

@@ -31,6 +31,9 @@ pub(crate) struct WorkerStats {
     pub(crate) progress: AtomicU64,
     /// The fiber running now (0 in the scheduler context).
     pub(crate) running_fiber: AtomicU64,
+    /// Where the fiber last resumed was spawned (null before the first): read with
+    /// `running_fiber` by the watchdog, which names it.
+    pub(crate) running_site: std::sync::atomic::AtomicPtr<std::panic::Location<'static>>,
     /// True while the worker sleeps in the reactor.
     pub(crate) sleeping: AtomicBool,
     /// When the worker last read its own reactor (nanoseconds since the runtime started):
@@ -90,6 +93,8 @@ pub struct FiberInfo {
     pub worker: usize,
     /// `"runnable"`, or what it is parked on: `"channel recv"`, `"sleep"`, `"socket read"`...
     pub waiting_on: &'static str,
+    /// Where it was spawned: the source location of the call to the spawn function.
+    pub spawned_at: &'static std::panic::Location<'static>,
 }
 
 impl WorkerStats {
@@ -144,10 +149,14 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
             if stalled >= budget && !seen.2 {
                 seen.2 = true; // once per stall
                 let fiber = stats.running_fiber.load(Ordering::Relaxed);
+                let site = stats.running_site.load(Ordering::Relaxed);
                 if fiber != 0 {
+                    // SAFETY: a non-null site is a `&'static Location` a switch published.
+                    let site =
+                        unsafe { site.as_ref() }.map_or_else(String::new, |l| format!(", spawned at {l}"));
                     crate::report::warn(format_args!(
                         "spindle: fiber {fiber} has held worker {} for {} ms without yielding \
-                         (budget {} ms); long computations belong in spawn_blocking, and a \
+                         (budget {} ms{site}); long computations belong in spawn_blocking, and a \
                          foreign blocking call (a std lock, another executor's block_on) blocks \
                          the whole worker",
                         w.index,

@@ -282,6 +282,7 @@ impl Worker {
                 name: f.header.name.as_deref().map(str::to_owned),
                 worker: self.shared.index,
                 waiting_on: if f.header.park.is_parked() { f.header.waiting_on.get() } else { "runnable" },
+                spawned_at: f.header.site,
             })
             .collect()
     }

@@ -191,6 +191,7 @@ impl Worker {
         bump(&stats.fibers_resumed, 1);
         bump(&stats.progress, 1);
         stats.running_fiber.store(header.id, Ordering::Relaxed);
+        stats.running_site.store(std::ptr::from_ref(header.site).cast_mut(), Ordering::Relaxed);
     }
 
     /// From a fiber: switch to the next runnable fiber, or to the scheduler context. `save`
@@ -361,6 +362,27 @@ impl Worker {
         std::mem::forget(me);
         self.switch_away(save, header, None);
         self.check_cancel();
+    }
+
+    /// Parks the running fiber as [`park_current`](Self::park_current) does, except that a
+    /// cancellation neither prevents the park nor unwinds after it: the caller is lending
+    /// memory to another thread and must not leave before that thread is done with it
+    /// (module `hook::offload`, "the caller's memory outlives the job"). It loops on its own
+    /// condition, so the unpark a cancellation sends is a spurious wake-up here.
+    #[cfg(feature = "hook")]
+    pub(crate) fn park_current_through_cancel(&self, reason: &'static str) {
+        let me = self.current.take().expect("park_current_through_cancel outside a fiber");
+        if me.header.park.park() == Park::Return {
+            self.current.set(Some(me));
+            return;
+        }
+        let header: *const Header = &me.header;
+        me.header.waiting_on.set(reason);
+        let save = me.header.sp.as_ptr();
+        self.register(&me);
+        // As in `park_current`: the run reference now belongs to the one rescheduler.
+        std::mem::forget(me);
+        self.switch_away(save, header, None);
     }
 
     /// Unwinds the running fiber if the runtime is cancelling it (and it is not unwinding yet).
