@@ -148,6 +148,12 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
             let stalled = seen.1.elapsed();
             if stalled >= budget && !seen.2 {
                 seen.2 = true; // once per stall
+                               // The safety net: what may move leaves the held worker (module
+                               // `sched::worker::handoff`).
+                let handed = super::worker::hand_off_held(&rt, w).filter(|&n| n > 0);
+                let handed = handed.map_or_else(String::new, |n| {
+                    format!("; {n} fibers that had not started were handed to the other workers")
+                });
                 let fiber = stats.running_fiber.load(Ordering::Relaxed);
                 let site = stats.running_site.load(Ordering::Relaxed);
                 if fiber != 0 {
@@ -156,9 +162,9 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                         unsafe { site.as_ref() }.map_or_else(String::new, |l| format!(", spawned at {l}"));
                     crate::report::warn(format_args!(
                         "spindle: fiber {fiber} has held worker {} for {} ms without yielding \
-                         (budget {} ms{site}); long computations belong in spawn_blocking, and a \
-                         foreign blocking call (a std lock, another executor's block_on) blocks \
-                         the whole worker",
+                         (budget {} ms{site}){handed}; long computations belong in spawn_blocking, \
+                         and a foreign blocking call (a std lock, another executor's block_on) \
+                         blocks the whole worker",
                         w.index,
                         stalled.as_millis(),
                         budget.as_millis()
@@ -166,7 +172,7 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                 } else {
                     crate::report::warn(format_args!(
                         "spindle: a task or the event loop has held worker {} for {} ms without \
-                         yielding (budget {} ms)",
+                         yielding (budget {} ms){handed}",
                         w.index,
                         stalled.as_millis(),
                         budget.as_millis()

@@ -1,27 +1,34 @@
 //! A worker's runnable fibers: the run queue, the fiber LIFO slot, the inbox, where new
-//! fibers go, and the balancing of unstarted fibers between workers.
+//! fibers go, and the balancing of unstarted fibers between workers: by the worker itself
+//! (`balance`), and by the watchdog while a fiber holds the worker (`hand_off_held`, the
+//! safety net, through the queue's cell: module `handoff`).
 //!
 //! Invariants: the module `sched::worker` doc's "fibers stay home" (only unstarted, unpinned
-//! fibers ever leave this queue for the injector) and "LIFO slots".
+//! fibers ever leave this queue for the injector) and "LIFO slots"; module `handoff`'s "one
+//! side at a time" (every access to the queue is a borrow of its cell).
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::handoff::HandoffCell;
 use super::lifo::LifoSlot;
 use super::{Queued, Worker};
 use crate::fiber::control::{FiberRef, Header};
 use crate::sched::metrics::bump;
 
+/// A worker's run queue: borrowed by its owner, taken over by the watchdog while the owner
+/// is held (module `handoff`). Shared with [`WorkerShared`](super::WorkerShared).
+pub(crate) type RunQueue = HandoffCell<VecDeque<FiberRef>>;
+
 /// The run queue and the fiber LIFO slot.
 pub(super) struct FiberQueue {
-    queue: RefCell<VecDeque<FiberRef>>,
+    queue: Arc<RunQueue>,
     lifo: LifoSlot<FiberRef>,
 }
 
 impl FiberQueue {
-    pub(super) fn new() -> FiberQueue {
-        FiberQueue { queue: RefCell::new(VecDeque::new()), lifo: LifoSlot::new() }
+    pub(super) fn new(queue: Arc<RunQueue>) -> FiberQueue {
+        FiberQueue { queue, lifo: LifoSlot::new() }
     }
 
     #[inline]
@@ -35,16 +42,14 @@ impl FiberQueue {
         self.queue.borrow_mut().push_front(fiber);
     }
 
-    /// Prefetches what the next switches will touch of the fibers at the front of the run
+    /// Prefetches (from inside a borrow of the queue, when a fiber was just taken from its
+    /// front) what the next switches will touch of the fibers at the front of the run
     /// queue: the stack line the front fiber resumes from (or, unstarted, the top its first
     /// frame is written to), read from its header, which the switch before prefetched; and the
     /// header of the fiber behind it. A worker cycling through thousands of fibers otherwise
     /// waits for each one's header and stack line in turn.
     #[inline]
-    pub(super) fn prefetch_front(&self) {
-        // SAFETY: owner-only (we are on the worker's thread), and no borrow of the queue is
-        // alive on the switch path that calls this; read only.
-        let queue = unsafe { &*self.queue.as_ptr() };
+    fn prefetch_front(queue: &VecDeque<FiberRef>) {
         if queue.len() < PREFETCH_MIN_QUEUE {
             // A short queue's fibers are in cache already: the prefetches would only cost.
             return;
@@ -58,7 +63,9 @@ impl FiberQueue {
                 }
             } else {
                 // SAFETY: owner-only (module `fiber::control`): an unstarted fiber in this
-                // worker's queue is touched only by this thread; read in place, not moved.
+                // worker's queue is touched only by this thread while it borrows the queue
+                // (a taker moves it only outside the borrows, module `handoff`); read in
+                // place, not moved.
                 if let Some(stack) = unsafe { &*header.stack.as_ptr() } {
                     prefetch(stack.top().wrapping_sub(64));
                 }
@@ -138,7 +145,12 @@ impl Worker {
             self.drain_inbox();
         }
         let slot = self.fibers.lifo.pop_outlined(|fiber| self.fibers.push_back(fiber));
-        slot.or_else(|| self.fibers.queue.borrow_mut().pop_front())
+        slot.or_else(|| {
+            let mut queue = self.fibers.queue.borrow_mut();
+            let next = queue.pop_front();
+            FiberQueue::prefetch_front(&queue);
+            next
+        })
     }
 
     /// Moves remote work (fibers and pinned tasks sent here) into the local queues.
@@ -200,6 +212,41 @@ impl Worker {
         }
         self.share_tasks();
     }
+}
+
+/// The safety net (module `handoff`): the watchdog found `held` held by one fiber past its
+/// budget. Takes the fibers of its run queue that have not started and are not pinned, and
+/// hands them to the other workers through the injector (started fibers stay home); wakes an
+/// idle worker to steal `held`'s queued tasks. Returns how many fibers moved, or `None` when
+/// the queue could not be taken (the worker was using it, or the process has no barrier).
+pub(crate) fn hand_off_held(rt: &crate::sched::RuntimeShared, held: &super::WorkerShared) -> Option<usize> {
+    if rt.workers.len() < 2 {
+        return None; // nobody to hand work to
+    }
+    let moved = held.run_queue.take_over(|queue| {
+        let mut moved = Vec::new();
+        let mut kept = VecDeque::with_capacity(queue.len());
+        for f in queue.drain(..) {
+            if f.header.started() || f.header.is_pinned() {
+                kept.push_back(f);
+            } else {
+                moved.push(f);
+            }
+        }
+        *queue = kept;
+        moved
+    })?;
+    let n = moved.len();
+    // The owner bumps this counter only inside its borrows of the queue (`balance`), never
+    // at the same time as a take-over: no update is lost.
+    held.stats.shared_out.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    for fiber in moved {
+        rt.inject_fiber(fiber);
+    }
+    if !held.stealer.is_empty() {
+        rt.wake_one_idle();
+    }
+    Some(n)
 }
 
 /// The run queue length from which `prefetch_front` prefetches: below it, the queued fibers'

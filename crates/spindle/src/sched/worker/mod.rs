@@ -6,7 +6,8 @@
 //! |---|---|
 //! | `event_loop.rs` | the loop: run, sleep in the reactor, busy polls, shutdown detection |
 //! | `switch.rs` | context switches: start, resume, yield, park, finish a fiber; wake one |
-//! | `fiber_queue.rs` | the fiber run queue, the inbox, placing new fibers, balancing |
+//! | `fiber_queue.rs` | the fiber run queue, the inbox, placing new fibers, balancing, the hand-off of a held worker's unstarted fibers |
+//! | `handoff.rs` | the run queue's cell: borrowed by its owner, taken over by the watchdog while the owner is held |
 //! | `task_queue.rs` | the task queues, polling tasks, stealing |
 //! | `lifo.rs` | the LIFO slot both queues use |
 //! | `timers.rs` | the worker's timer wheel |
@@ -138,6 +139,7 @@ mod cancel;
 mod coop;
 mod event_loop;
 mod fiber_queue;
+mod handoff;
 mod lifo;
 mod shared;
 mod switch;
@@ -157,6 +159,7 @@ use crate::sys::epoll::Event;
 use coop::IoBudget;
 pub(crate) use coop::{consume_io_budget, consume_polled_io_budget, poll_io_budget};
 pub(crate) use event_loop::Exit;
+pub(crate) use fiber_queue::hand_off_held;
 use fiber_queue::FiberQueue;
 pub(crate) use shared::WorkerShared;
 pub(crate) use switch::reschedule;
@@ -239,11 +242,12 @@ impl Worker {
     pub(crate) fn new(rt: Arc<RuntimeShared>, index: usize) -> Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         let deque = rt.workers[index].take_deque();
+        let run_queue = rt.workers[index].run_queue.clone();
         Worker {
             shared: rt.workers[index].clone(),
             thread: std::thread::current().id(),
             rt,
-            fibers: FiberQueue::new(),
+            fibers: FiberQueue::new(run_queue),
             tasks: TaskQueue::new(deque),
             current: Cell::new(None),
             sched_sp: Cell::new(0),

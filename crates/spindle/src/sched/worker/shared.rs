@@ -27,6 +27,9 @@ pub(crate) struct WorkerShared {
     inbox: Mutex<Vec<FiberRef>>,
     /// Pinned tasks woken by other threads.
     task_inbox: Mutex<Vec<TaskRef>>,
+    /// The worker's run queue of fibers, which the watchdog takes over while the worker is
+    /// held (module `handoff`).
+    pub(crate) run_queue: Arc<super::fiber_queue::RunQueue>,
     /// The thieves' end of the worker's stealable task queue.
     pub(super) stealer: crossbeam_deque::Stealer<TaskRef>,
     /// The owner's end, until the worker's thread takes it.
@@ -43,6 +46,7 @@ impl WorkerShared {
     pub(crate) fn new(runtime_id: u64, index: usize) -> std::io::Result<WorkerShared> {
         let deque = crossbeam_deque::Worker::new_fifo();
         Ok(WorkerShared {
+            run_queue: Arc::new(super::handoff::HandoffCell::new(std::collections::VecDeque::new())),
             stealer: deque.stealer(),
             deque: Mutex::new(Some(deque)),
             thread: std::sync::OnceLock::new(),

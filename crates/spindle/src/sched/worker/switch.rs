@@ -229,7 +229,6 @@ impl Worker {
                     return;
                 }
                 Some(next) => {
-                    self.fibers.prefetch_front();
                     if let Some(sp) = self.prepare(&next) {
                         self.note_resume(&next.header);
                         overflow::set_running(&next.header);
