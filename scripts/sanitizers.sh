@@ -21,6 +21,10 @@
 #   `syscall`, not intercepted) never does, so the handler, and with it the delivery, waits
 #   forever: the run hung in CI at a_task_awaits_sigusr1_and_every_listener_sees_it (a backtrace
 #   showed every thread asleep and the dispatcher never woken). ASan runs them.
+# - Under TSan only, a_held_worker_hands_its_unstarted_fibers_to_the_others...: the safety
+#   net's take-over of a held worker's run queue is ordered by membarrier(2), which TSan does
+#   not model (it would report a race), so the take-over is off in TSan builds
+#   (sched/worker/handoff.rs) and the test, which needs it, would wait forever. ASan runs it.
 #
 # TSan runs with scripts/tsan.supp: races that a dependency accepts by design (crossbeam-deque's
 # steal), each entry with its reason.
@@ -59,7 +63,8 @@ case $which in
     asan | all) run address spindle_asan ;;&
     tsan | all) TSAN_OPTIONS=${TSAN_OPTIONS:-"halt_on_error=1 suppressions=$PWD/scripts/tsan.supp"} \
         run thread spindle_tsan \
-        --skip sighup --skip sigusr1 --skip sigint --skip sigterm --skip a_signal_triggers ;;
+        --skip sighup --skip sigusr1 --skip sigint --skip sigterm --skip a_signal_triggers \
+        --skip a_held_worker_hands_its_unstarted_fibers ;;
     asan | tsan | all) ;;
     *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
 esac

@@ -20,8 +20,9 @@
 //!   each borrow, as a `RefCell`'s bookkeeping is; the barrier is all on the taker's side,
 //!   which runs a few times a second at most (the watchdog).
 //! - **No barrier, no take-over.** Without a working `membarrier` (a kernel without it, a
-//!   seccomp filter that refuses it) and under the sanitizer and loom builds (which do not
-//!   model it), `take_over` never takes the queue.
+//!   seccomp filter that refuses it) and under the ThreadSanitizer and loom builds (which do
+//!   not model it: TSan would report the take-over as a race), `take_over` never takes the
+//!   queue.
 //! - **Started fibers stay home.** The taker moves only fibers that have not started and are
 //!   not pinned (module `sched::worker`, "fibers stay home"); pinning happens inside the
 //!   owner's borrow (`Worker::keeps_for_join`), so a fiber is never pinned and moved at once.
@@ -164,7 +165,7 @@ impl<T> Drop for RefMut<'_, T> {
 
 /// Whether the process may use the expedited private barrier (registered once).
 fn barrier_available() -> bool {
-    if cfg!(any(spindle_tsan, spindle_asan, spindle_loom)) {
+    if cfg!(any(spindle_tsan, spindle_loom)) {
         return false;
     }
     static REGISTERED: OnceLock<bool> = OnceLock::new();
