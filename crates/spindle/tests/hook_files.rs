@@ -260,3 +260,30 @@ fn a_large_file_read_and_written_on_fibers_keeps_every_byte() {
     });
     assert_eq!(ok, 8);
 }
+
+#[test]
+fn a_cancelled_fibers_destructor_still_writes_its_file() {
+    // Cancellation unwinds the fiber; a destructor that writes a file on the way (a buffered
+    // writer's flush, a last log line) must not lose its write.
+    struct FlushOnDrop(PathBuf);
+    impl Drop for FlushOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, b"flushed");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flushed");
+    let p = path.clone();
+    let cancelled = on_runtime(1, move || {
+        let (_keep, rx) = spindle::sync::channel::<()>(1);
+        let fiber = spindle::spawn(move || {
+            let _flush = FlushOnDrop(p);
+            let _ = rx.recv(); // parks until cancelled
+        });
+        spindle::time::sleep(Duration::from_millis(20));
+        fiber.cancel();
+        fiber.join().is_err_and(|e| e.is_cancelled())
+    });
+    assert!(cancelled);
+    assert_eq!(std::fs::read(&path).unwrap(), b"flushed");
+}

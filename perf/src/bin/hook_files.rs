@@ -12,9 +12,10 @@
 //! Each kind runs with the files in the page cache (`warm`) and, when this process may drop
 //! the kernel's caches (root: `/proc/sys/vm/drop_caches`), after dropping them (`cold`).
 //!
-//! `cargo run --release -p spindle-perf --features hook --bin hook_files [runs]` prints one
-//! line per case and kind: the batch's wall time and the ticker's worst lateness, median and
-//! range over the runs (default 7).
+//! `cargo run --release -p spindle-perf --features hook --bin hook_files [runs] [file_threads]`
+//! prints one line per case and kind: the batch's wall time and the ticker's worst lateness,
+//! median and range over the runs (default 7), with the runtime's file pool at its default
+//! size or at `file_threads`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,8 +53,13 @@ fn drop_caches() -> bool {
 }
 
 /// One batch: the wall time of the 1,000 reads and the ticker's worst lateness.
-fn batch(files: &[PathBuf], kind: Kind) -> (Duration, Duration) {
-    let rt = spindle::Builder::new().worker_threads(2).build().unwrap();
+fn batch(files: &[PathBuf], kind: Kind, file_threads: Option<usize>) -> (Duration, Duration) {
+    let mut builder = spindle::Builder::new();
+    builder.worker_threads(2);
+    if let Some(n) = file_threads {
+        builder.max_file_threads(n);
+    }
+    let rt = builder.build().unwrap();
     let files = files.to_vec();
     let out = rt.block_on(move || {
         let stop = Arc::new(AtomicBool::new(false));
@@ -113,6 +119,7 @@ fn report(case: &str, kind: &str, mut runs: Vec<(Duration, Duration)>) {
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(7);
+    let threads: Option<usize> = std::env::args().nth(2).and_then(|a| a.parse().ok());
     let dir = std::env::temp_dir().join(format!("spindle-hook-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let files = make_files(&dir);
@@ -124,15 +131,15 @@ fn main() {
             continue;
         }
         // Warm-up, then the kinds interleaved run by run.
-        batch(&files, Kind::Hooked);
-        batch(&files, Kind::Pool);
+        batch(&files, Kind::Hooked, threads);
+        batch(&files, Kind::Pool, threads);
         let mut runs: Vec<Vec<(Duration, Duration)>> = vec![Vec::new(); kinds.len()];
         for _ in 0..n {
             for (i, (kind, _)) in kinds.iter().enumerate() {
                 if drop_first {
                     drop_caches();
                 }
-                runs[i].push(batch(&files, *kind));
+                runs[i].push(batch(&files, *kind, threads));
             }
         }
         for ((_, name), runs) in kinds.iter().zip(runs) {

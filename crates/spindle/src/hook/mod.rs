@@ -39,8 +39,10 @@
 //!   character devices are glibc's, and block the worker when they wait.
 //! - **No unwinding into C.** A fiber cancelled while parked in one of these calls does not
 //!   unwind through the C frame: the call fails with `ECANCELED` (a sleep returns as if it
-//!   had slept), as does every later hooked call of that fiber, and the fiber unwinds at its
-//!   next park in spindle's own code.
+//!   had slept), as does every later socket wait or sleep of that fiber, and the fiber
+//!   unwinds at its next park in spindle's own code. Its file calls still run (module
+//!   `offload`): they end on their own, and the destructors that run while it unwinds may
+//!   need them.
 //! - **Signals do not interrupt a parked call.** A fiber parked here is not woken by a signal
 //!   delivered to its worker thread (spindle's `signal` module is the way to handle them).
 //!

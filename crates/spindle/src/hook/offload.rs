@@ -55,20 +55,23 @@ impl Drop for Report {
     }
 }
 
-/// Runs `job` (a system call returning `-1` with `errno` on failure) on the file pool
-/// for the running fiber of `worker`, parking the fiber until it is done; returns its result
-/// with `errno` set. `call` names the call for `dump_fibers`.
+/// Runs `job` (a system call returning `-1` with `errno` on failure) on the file pool for
+/// the running fiber of `worker`, parking the fiber until it is done; returns its result with
+/// `errno` set. `call` names the call for `dump_fibers`.
 ///
-/// A fiber already cancelled does not start the job: `-1` with `ECANCELED`, as the other
-/// hooked calls (module doc of `hook`, "no unwinding into C").
+/// A cancelled fiber's file calls still run (unlike its socket waits, which fail with
+/// `ECANCELED`): a file call ends on its own, and refusing it would lose the writes of the
+/// destructors that run while the fiber unwinds (a buffered writer's flush, a log line).
+/// While it unwinds (a panic, a cancellation) the call runs on the worker itself: a fiber
+/// that parked mid-unwind would leave its thread's panic count raised for the other fibers,
+/// and a panic in one of them would then abort the process as a panic while panicking.
 pub(super) fn offload(
     worker: &Worker,
     call: &'static str,
     job: impl FnOnce() -> i64 + Send + 'static,
 ) -> i64 {
-    if worker.current_fiber_cancelled() {
-        set_errno(libc::ECANCELED);
-        return -1;
+    if std::thread::panicking() {
+        return job();
     }
     let Some(services) = crate::runtime::services() else {
         // A worker always has its runtime's services; should it not, the call runs here.
