@@ -19,7 +19,9 @@
 //! `hello_1w` run `k` is followed directly by its `hello_2w` run `k`.
 //!
 //! A run of a non-http competitor succeeds when it exits 0 and prints at least one well-formed
-//! measurement. Malformed lines do not fail the run but are reported against the competitor.
+//! measurement. Malformed lines do not fail the run but are reported against the competitor;
+//! so are the cases the peer says failed (error lines, [`record::Line::CaseError`]): each is a
+//! failure of the competitor, and its other cases still count.
 
 use std::path::PathBuf;
 
@@ -144,6 +146,16 @@ pub fn run_suite_sampled(
                             outcome.malformed_examples.push(example);
                         }
                     }
+                    for (case, error) in parsed.case_errors {
+                        // The first run that says a case failed stands for the later ones.
+                        let known = format!("{case}, ");
+                        if outcome.failures.iter().any(|f| f.what.starts_with(&known)) {
+                            continue;
+                        }
+                        let failure = Failure::new(format!("{case}, {context}: {error}"), "");
+                        ui.log(&format!("{}: {}", slot.label(), failure.what));
+                        outcome.failures.push(failure);
+                    }
                     if !warmup {
                         outcome.runs.push(MeasuredRun { index, samples: parsed.samples });
                     }
@@ -197,6 +209,9 @@ fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Res
     let parsed = record::parse_output(&done.stdout, plan.suite, &comp.name);
     if parsed.samples.is_empty() {
         let mut what = "no measurements on stdout".to_string();
+        for (case, error) in &parsed.case_errors {
+            what += &format!("; {case}: {error}");
+        }
         if parsed.malformed > 0 {
             what +=
                 &format!(" ({} malformed lines; {})", parsed.malformed, parsed.malformed_examples.join("; "));

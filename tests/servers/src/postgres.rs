@@ -131,8 +131,8 @@ impl Postgres {
         self.port
     }
 
-    /// The directory of its Unix socket (`.s.PGSQL.<port>`).
-    pub fn socket_dir(&self) -> &Path {
+    /// Its directory: the cluster (`data/`), the log, and the Unix socket (`.s.PGSQL.<port>`).
+    pub fn dir(&self) -> &Path {
         &self.socket_dir
     }
 

@@ -57,6 +57,11 @@ impl Redis {
         self.server.pid()
     }
 
+    /// Its directory (the log; the working directory of the server).
+    pub fn dir(&self) -> &std::path::Path {
+        self._scratch.path()
+    }
+
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
