@@ -291,6 +291,16 @@ mod tests {
     }
 
     #[test]
+    fn a_case_error_is_a_failure_and_the_other_cases_count() {
+        let script = r#"echo '{"suite":"tcp","case":"bind","competitor":"tokio","metric":"ns_per_op","value":5}'; echo '{"suite":"tcp","case":"pingpong","competitor":"tokio","error":"it crashed"}'"#;
+        let outcomes = run_suite(&plan(2, true), &[entrant("tokio", script)], &Ui::hidden());
+        let o = &outcomes[0];
+        assert_eq!(o.runs.len(), 2, "the runs still count");
+        let whats: Vec<_> = o.failures.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(whats, ["pingpong, warm-up: it crashed"], "said once, by the first run that said it");
+    }
+
+    #[test]
     fn http_without_wrk_fails_each_case() {
         let server = entrant("node", "sleep 30");
         let mut p = plan(1, false);

@@ -1,7 +1,7 @@
 // blocking suite, competitor go-goroutine: each client a goroutine with its own connection
 // (default GOMAXPROCS), looping one operation until the case stops; the contract is the
 // suite's (bench/peers/rust/blocking/src/harness.rs): the same cases, clients, statements,
-// payloads, warm-up and window, and the same JSON lines.
+// payloads, start (every client connected first), warm-up and window, and the same JSON lines.
 //
 //   - pg_select1_N / pg_sleep_N: a pgx.Conn per goroutine (pgx v5, its default statement
 //     cache: the statement is prepared once, then one round trip a query), `SELECT 1` (the
@@ -52,6 +52,8 @@ var kinds = []kind{
 }
 
 type shared struct {
+	start     chan struct{} // closed once every client has connected (or the case failed)
+	startOnce sync.Once
 	done      atomic.Uint64
 	connected atomic.Int64
 	stop      atomic.Bool
@@ -66,6 +68,16 @@ func (s *shared) fail(err error) {
 	}
 	s.mu.Unlock()
 	s.stop.Store(true)
+	s.open()
+}
+
+// open starts the clients' loops.
+func (s *shared) open() { s.startOnce.Do(func() { close(s.start) }) }
+
+// connectedAndStarted counts a client connected and waits for every other one.
+func (s *shared) connectedAndStarted() {
+	s.connected.Add(1)
+	<-s.start
 }
 
 func (s *shared) failed() error {
@@ -97,7 +109,7 @@ func pgClient(url, sql string, check bool) clientFunc {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
-		s.connected.Add(1)
+		s.connectedAndStarted()
 		for !s.stop.Load() {
 			if check {
 				var one int32
@@ -123,7 +135,7 @@ func redisClient(rdb *redis.Client) clientFunc {
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("connect: %w", err)
 		}
-		s.connected.Add(1)
+		s.connectedAndStarted()
 		for !s.stop.Load() {
 			if err := rdb.Set(ctx, key, redisValue, 0).Err(); err != nil {
 				return fmt.Errorf("SET: %w", err)
@@ -161,7 +173,7 @@ func httpClient(client *http.Client, url string) clientFunc {
 		if err := get(); err != nil {
 			return err
 		}
-		s.connected.Add(1)
+		s.connectedAndStarted()
 		for !s.stop.Load() {
 			if err := get(); err != nil {
 				return err
@@ -175,7 +187,7 @@ func httpClient(client *http.Client, url string) clientFunc {
 type measured struct{ perS, cpuPerOp float64 }
 
 func runCase(clients int, warmup, window time.Duration, client clientFunc) (measured, error) {
-	s := &shared{}
+	s := &shared{start: make(chan struct{})}
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
@@ -187,6 +199,7 @@ func runCase(clients int, warmup, window time.Duration, client clientFunc) (meas
 		}(i)
 	}
 	defer wg.Wait()
+	defer s.open()
 	defer s.stop.Store(true)
 	deadline := time.Now().Add(120 * time.Second)
 	for s.connected.Load() < int64(clients) {
@@ -198,6 +211,7 @@ func runCase(clients int, warmup, window time.Duration, client clientFunc) (meas
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	s.open()
 	time.Sleep(warmup)
 	start, cpu0, before := time.Now(), cpuMicros(), s.done.Load()
 	time.Sleep(window)

@@ -13,8 +13,9 @@
 //! - `http_N`: `GET /` on the suite's spindle-http hello server, the body read and checked.
 //!
 //! The servers are the suite's: `BLOCKING_PG_URL`, `BLOCKING_REDIS_URL`, `BLOCKING_HTTP_URL`
-//! (a case whose server is not given is left out). The window opens once every client has
-//! connected and a warm-up has passed; the operations completed in it and the process's CPU
+//! (a case whose server is not given is left out). The clients connect, then wait for every
+//! other one (so that 1,000 connections are not opened while the first clients already load
+//! the machine); the start opens them all at once, and the window opens after a warm-up; the operations completed in it and the process's CPU
 //! time in it (`CLOCK_PROCESS_CPUTIME_ID`: all threads) give the case's two metrics.
 //!
 //! Without `--case`, the program runs each case in a child process of its own (itself with
@@ -110,8 +111,13 @@ pub fn cases(quick: bool) -> Vec<Case> {
 }
 
 /// What the clients of a case share with the measurement.
-#[derive(Default)]
 pub struct Shared {
+    /// Set when every client has connected: the loops start.
+    pub started: AtomicBool,
+    /// A pipe whose read end becomes readable at the start (or at a failure): the sync
+    /// clients wait for it with `poll`, which parks a fiber under spindle's hook and blocks a
+    /// thread in the kernel, neither spinning.
+    gate: [libc::c_int; 2],
     /// Operations completed.
     pub done: AtomicU64,
     /// Clients connected so far.
@@ -123,6 +129,21 @@ pub struct Shared {
 }
 
 impl Shared {
+    pub fn new() -> Shared {
+        let mut gate = [-1; 2];
+        // SAFETY: `gate` has room for the two descriptors pipe2(2) writes.
+        let rc = unsafe { libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) };
+        assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
+        Shared {
+            started: AtomicBool::new(false),
+            gate,
+            done: AtomicU64::new(0),
+            connected: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
@@ -131,6 +152,25 @@ impl Shared {
     pub fn fail(&self, what: String) {
         self.failure.lock().unwrap().get_or_insert(what);
         self.stop.store(true, Ordering::Relaxed);
+        self.open_gate();
+    }
+
+    /// Starts the clients' loops.
+    fn open_gate(&self) {
+        self.started.store(true, Ordering::Release);
+        let byte = 1u8;
+        // SAFETY: write(2) of one byte from a live local to the pipe's write end, open for the
+        // life of `self`; a second write (the gate opened twice) only adds a byte.
+        unsafe { libc::write(self.gate[1], (&raw const byte).cast(), 1) };
+    }
+
+    /// Waits (without spinning) until every client has connected, or the case failed.
+    pub fn wait_start(&self) {
+        while !self.started.load(Ordering::Acquire) {
+            let mut pfd = libc::pollfd { fd: self.gate[0], events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd on the pipe's read end, open for the life of `self`.
+            unsafe { libc::poll(&mut pfd, 1, -1) };
+        }
     }
 
     pub fn connected(&self) {
@@ -139,6 +179,21 @@ impl Shared {
 
     pub fn add(&self, ops: u64) {
         self.done.fetch_add(ops, Ordering::Relaxed);
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for fd in self.gate {
+            // SAFETY: the pipe's descriptors, owned by `self` and closed once, here.
+            unsafe { libc::close(fd) };
+        }
     }
 }
 
@@ -188,6 +243,7 @@ fn measure(case: &Case, shared: &Shared) -> Result<Measured, String> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    shared.open_gate();
     std::thread::sleep(case.warmup);
     let (start, cpu0, before) = (Instant::now(), process_cpu_us(), shared.done.load(Ordering::Relaxed));
     std::thread::sleep(case.duration);
@@ -239,6 +295,7 @@ pub fn run_case(competitor: &str, case: &Case, clients: impl FnOnce(&Case, Arc<S
     };
     let measured = measure(case, &shared);
     shared.stop.store(true, Ordering::Relaxed);
+    shared.open_gate();
     let joined = runner.join();
     let measured = match (measured, joined) {
         (Ok(m), Ok(())) => m,

@@ -1,7 +1,7 @@
 //! The blocking suite's clients written with the sync crates (`postgres`, `redis`, `ureq`):
 //! one closure per client, which the thread mode runs on an OS thread and spindle's program
 //! (`blocking-spindle` includes this file with `#[path]`) in a fiber. Each connects, counts
-//! itself connected, and loops the case's operation until the case stops; an error or a panic
+//! itself connected, waits for the start, and loops the case's operation until the case stops; an error or a panic
 //! becomes the case's failure.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -63,6 +63,7 @@ fn postgres_loop(case: &Case, sql: &str, shared: &Shared) -> Result<(), String> 
         postgres::Client::connect(&case.url, postgres::NoTls).map_err(|e| format!("connect: {e}"))?;
     let statement = client.prepare(sql).map_err(|e| format!("prepare: {e}"))?;
     shared.connected();
+    shared.wait_start();
     while !shared.stopped() {
         let rows = client.query(&statement, &[]).map_err(|e| format!("{sql}: {e}"))?;
         if case.kind == Kind::PgSelect1 && rows.first().map(|r| r.get::<_, i32>(0)) != Some(1) {
@@ -79,6 +80,7 @@ fn redis_loop(case: &Case, index: usize, shared: &Shared) -> Result<(), String> 
         .map_err(|e| format!("connect: {e}"))?;
     let key = format!("bench:{index}");
     shared.connected();
+    shared.wait_start();
     while !shared.stopped() {
         redis::cmd("SET")
             .arg(&key)
@@ -106,6 +108,7 @@ fn http_loop(case: &Case, agent: &ureq::Agent, shared: &Shared) -> Result<(), St
     // The first request opens the connection.
     get()?;
     shared.connected();
+    shared.wait_start();
     while !shared.stopped() {
         get()?;
         shared.add(1);

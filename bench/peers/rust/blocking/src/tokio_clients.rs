@@ -1,7 +1,9 @@
 //! The blocking suite's tokio clients: a task per client on tokio's default multi-thread
 //! runtime, with the async crates (`tokio-postgres`, `redis` with `tokio-comp`, `reqwest`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::harness::{Case, Kind, Shared, HELLO, REDIS_VALUE, SELECT1, SLEEP};
 
@@ -37,6 +39,14 @@ pub fn run(case: &Case, shared: Arc<Shared>) {
     });
 }
 
+/// Waits until every client has connected (checked every 10 ms: a tokio timer per task, no
+/// thread blocked), or the case failed.
+async fn wait_start(shared: &Shared) {
+    while !shared.started.load(Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn postgres_loop(case: &Case, sql: &str, shared: &Shared) -> Result<(), String> {
     let (client, connection) = tokio_postgres::connect(&case.url, tokio_postgres::NoTls)
         .await
@@ -44,6 +54,7 @@ async fn postgres_loop(case: &Case, sql: &str, shared: &Shared) -> Result<(), St
     let driver = tokio::spawn(connection);
     let statement = client.prepare(sql).await.map_err(|e| format!("prepare: {e}"))?;
     shared.connected();
+    wait_start(shared).await;
     while !shared.stopped() {
         let rows = client.query(&statement, &[]).await.map_err(|e| format!("{sql}: {e}"))?;
         if case.kind == Kind::PgSelect1 && rows.first().map(|r| r.get::<_, i32>(0)) != Some(1) {
@@ -61,6 +72,7 @@ async fn redis_loop(case: &Case, index: usize, shared: &Shared) -> Result<(), St
     let mut con = client.get_multiplexed_async_connection().await.map_err(|e| format!("connect: {e}"))?;
     let key = format!("bench:{index}");
     shared.connected();
+    wait_start(shared).await;
     while !shared.stopped() {
         redis::cmd("SET")
             .arg(&key)
@@ -89,6 +101,7 @@ async fn http_loop(case: &Case, client: &reqwest::Client, shared: &Shared) -> Re
     };
     get().await?;
     shared.connected();
+    wait_start(shared).await;
     while !shared.stopped() {
         get().await?;
         shared.add(1);
