@@ -86,7 +86,15 @@ fn blocking(v: &View) -> String {
     for (prefix, title, rate_label, rate, cpu_label, cpu) in kinds {
         for clients in ["1", "64", "1000"] {
             let case = format!("{prefix}_{clients}");
-            if v.competitors_for(&[case.as_str()]).is_empty() {
+            // Competitors that said this case failed (an error line): a row each, not a gap.
+            let known = format!("{case}, ");
+            let failed: Vec<&crate::model::Entry> = v
+                .entries
+                .iter()
+                .filter(|e| v.get(&case, &e.name, rate).is_none())
+                .filter(|e| e.problems().iter().any(|p| p.what.starts_with(&known)))
+                .collect();
+            if v.competitors_for(&[case.as_str()]).is_empty() && failed.is_empty() {
                 continue;
             }
             heading(&mut out, &format!("{title}, {clients} client(s)"));
@@ -99,6 +107,17 @@ fn blocking(v: &View) -> String {
                     v.ratio_cell(&case, c, rate),
                     v.cell(&case, c, cpu),
                     v.ratio_cell(&case, c, cpu),
+                ]);
+            }
+            for e in failed {
+                let dash = || "—".to_string();
+                t.row(vec![
+                    v.display(&e.name),
+                    e.language.clone(),
+                    "failed (see Failures)".into(),
+                    dash(),
+                    dash(),
+                    dash(),
                 ]);
             }
             emit(&mut out, v, &t, &[]);
