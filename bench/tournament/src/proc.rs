@@ -200,14 +200,20 @@ impl Running {
     }
 
     /// Rules 3 and 4: reap the group, then gather the output.
-    fn collect(mut self, exit: Exit) -> Finished {
+    fn collect(self, exit: Exit) -> Finished {
         sys::kill_group(self.pid, sys::SIGKILL);
-        if let Some(token) = self.registered.take() {
-            crate::interrupt::deregister(token);
-        }
         let stdout = self.stdout.recv_timeout(READER_GRACE).unwrap_or_default();
         let stderr = self.stderr.recv_timeout(READER_GRACE).unwrap_or_default();
         Finished { exit, stdout, stderr }
+    }
+}
+
+impl Drop for Running {
+    /// Its group is no longer the harness's to kill on an interruption (reaped, or given up).
+    fn drop(&mut self) {
+        if let Some(token) = self.registered.take() {
+            crate::interrupt::deregister(token);
+        }
     }
 }
 
