@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints (also of the Rust peers' workspace), the docs without a
+# The test command: the real servers some tests need (PostgreSQL, redis-server: installed with
+# apt as root when missing), formatting, lints (also of the Rust peers' workspace), the docs without a
 # broken link, every test (with all features, spindle's libc hook among them, then spindle's
 # again without it), the examples, gRPC interop with grpc-go, the loom models, a smoke
 # run of the tournament (--quick: every suite in seconds; peers that are not installed get a
@@ -9,6 +10,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+step "the real servers of tests/servers and the blocking suite (PostgreSQL, redis-server)"
+# Installed with apt when missing and this runs as root (.ci/run installs them first); else
+# the tests that need them fail and say which package is missing.
+servers_apt=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || servers_apt+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || servers_apt+=(redis-server)
+if [ "${#servers_apt[@]}" -eq 0 ]; then
+    echo "installed"
+elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${servers_apt[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${servers_apt[@]}" >/dev/null
+else
+    echo "missing ${servers_apt[*]} and cannot apt-get install them (not root or no apt-get): the tests of tests/servers will fail" >&2
+fi
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -22,7 +39,7 @@ step "the Rust peers' own workspace (bench/peers/rust): fmt and clippy -D warnin
 step "cargo doc --all-features (RUSTDOCFLAGS=-D warnings: no broken intra-doc link)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps
 
-step "cargo test --all-features (spindle's hook feature on: std's blocking calls park the fibers of every test)"
+step "cargo test --all-features (spindle's hook feature on: std's blocking calls park the fibers of every test; tests/servers: the sync postgres, redis and ureq crates in fibers against real servers)"
 cargo test --workspace --all-features
 
 step "cargo test -p spindle (default features: std's blocking calls not hooked)"
@@ -92,7 +109,7 @@ RUSTFLAGS="--cfg spindle_loom -D warnings" CARGO_TARGET_DIR=target/loom cargo te
 step "tournament smoke test (--quick --no-install)"
 cargo run --release -p tournament -- --quick --no-install --no-progress --out target/tournament-smoke
 report=target/tournament-smoke/REPORT.md
-for section in "## Machine" "## Summary" "## fibers" "## tcp" "## http" "## rpc"; do
+for section in "## Machine" "## Summary" "## fibers" "## tcp" "## http" "## rpc" "## blocking"; do
     grep -q "^$section" "$report" || { echo "smoke test: $report lacks '$section'" >&2; exit 1; }
 done
 grep -q '"competitor":"spindle"' target/tournament-smoke/results.jsonl \

@@ -64,6 +64,13 @@ pub fn key_metrics(suite: Suite) -> &'static [(&'static str, &'static str, &'sta
             ("concurrent_50", "ns_per_op", "Concurrent unary (50), ns per op"),
             ("latency", "p99_us", "Latency p99, µs"),
         ],
+        Suite::Blocking => &[
+            ("pg_select1_1000", "queries_per_s", "PostgreSQL SELECT 1, 1,000 clients, queries/s"),
+            ("pg_select1_1000", "cpu_us_per_query", "PostgreSQL SELECT 1, 1,000 clients, CPU µs per query"),
+            ("pg_sleep_1000", "queries_per_s", "PostgreSQL pg_sleep(0.01), 1,000 clients, queries/s"),
+            ("redis_1000", "ops_per_s", "Redis SET+GET, 1,000 clients, ops/s"),
+            ("http_1000", "req_per_s", "HTTP GET, 1,000 clients, req/s"),
+        ],
     }
 }
 

@@ -18,7 +18,7 @@ use crate::suites::Suite;
 #[derive(Parser, Debug, Clone)]
 #[command(name = "tournament", version, about)]
 pub struct Args {
-    /// Suite to run; repeat for several (default: all, in the order fibers, tcp, http, rpc).
+    /// Suite to run; repeat for several (default: all, in the order fibers, tcp, http, rpc, blocking).
     #[arg(long = "suite", value_enum, value_name = "SUITE")]
     pub suites: Vec<Suite>,
     /// Every suite in seconds, for CI smoke tests: 1 run, no warm-up, the manifests' `quick`
@@ -53,6 +53,10 @@ pub struct Args {
     /// Show no progress bar and no log lines.
     #[arg(long)]
     pub no_progress: bool,
+    /// Serve the blocking suite's spindle-http hello server on 127.0.0.1:$PORT with $WORKERS
+    /// workers, instead of running a tournament (the harness starts itself so).
+    #[arg(long, hide = true)]
+    pub serve_hello: bool,
 }
 
 /// The default number of measured runs.

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::aggregate::{self, Aggregate};
+use crate::blocking;
 use crate::charts;
 use crate::http::{self, HttpSettings, HttpTools};
 use crate::machine::{self, Contention, Machine};
@@ -100,6 +101,7 @@ fn check_competitor_names(names: &[String], discovery: &Discovery) -> Result<()>
 /// Runs the tournament.
 pub fn run(config: &Config) -> Result<Outcome> {
     let ui = if config.progress { Ui::stderr() } else { Ui::hidden() };
+    crate::interrupt::install();
     let discovery = manifest::discover(&config.peers_dir);
     check_competitor_names(&config.competitors, &discovery)?;
     fs::create_dir_all(&config.out).with_context(|| format!("cannot create {}", config.out.display()))?;
@@ -332,8 +334,17 @@ fn run_one_suite(
             }
         }
     }
+    // The blocking suite's servers run for the whole suite; dropped (stopped) at its end.
+    let servers =
+        (suite == Suite::Blocking && !entrants.is_empty()).then(|| blocking::Servers::start(installer, ui));
+    if let Some(servers) = &servers {
+        plan.env.extend(servers.env.iter().cloned());
+        notes.extend(servers.skipped.iter().cloned());
+        skipped.extend(servers.skipped.iter().cloned());
+    }
     let mut contention = Contention::default();
     let outcomes = run::run_suite_sampled(&plan, &entrants, ui, &mut contention);
+    drop(servers);
     let mut rows: Vec<Aggregate> = Vec::new();
     for (entrant, outcome) in entrants.iter().zip(outcomes) {
         let c = &entrant.competitor;

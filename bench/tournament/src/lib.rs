@@ -8,7 +8,8 @@
 //! - [`manifest`]: `bench/peers/<lang>/<suite>.peer.toml` → [`manifest::Manifest`];
 //! - [`setup`]: tools (apt), setup, build and version of each manifest;
 //! - [`mod@run`]: warm-up and interleaved runs of a suite ([`proc`] for processes, [`record`] for
-//!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite);
+//!   the JSON-line protocol, [`http`] + [`wrk`] + [`procfs`] for the http suite, [`blocking`]
+//!   for the servers of the blocking suite; [`interrupt`] stops what was started on Ctrl-C);
 //! - [`aggregate`]: runs → median/min/max rows with each run's value, the `results.jsonl` schema;
 //! - [`model`]: the report's data ([`model::Entry`], [`model::SuiteReport`], [`model::View`], …);
 //! - [`report`], [`tables`], [`summary`], [`charts`], [`machine`]: the report;
@@ -24,11 +25,13 @@
 #![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
 
 pub mod aggregate;
+pub mod blocking;
 pub mod charts;
 pub mod cli;
 pub mod driver;
 pub mod h2load;
 pub mod http;
+pub mod interrupt;
 pub mod machine;
 pub mod manifest;
 pub mod markdown;

@@ -6,6 +6,15 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = tournament::Args::parse();
+    if args.serve_hello {
+        return match tournament::blocking::serve_hello() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tournament --serve-hello: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let command = std::iter::once("tournament".to_string())
         .chain(std::env::args().skip(1))
         .collect::<Vec<_>>()

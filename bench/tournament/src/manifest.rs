@@ -158,7 +158,7 @@ fn check_step(what: &str, step: &Step) -> Result<(), ManifestError> {
 pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
     let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError(e.to_string()))?;
     let Some(suite) = Suite::from_name(&raw.suite) else {
-        return err(format!("unknown suite `{}` (expected fibers, tcp, http or rpc)", raw.suite));
+        return err(format!("unknown suite `{}` (expected fibers, tcp, http, rpc or blocking)", raw.suite));
     };
     if let Some(from_file) = suite_from_file_name(path) {
         if from_file != raw.suite {

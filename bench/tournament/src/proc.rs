@@ -100,6 +100,8 @@ impl Failure {
 /// A running child whose output is being drained.
 pub struct Running {
     child: Child,
+    /// Its group, registered for an interruption ([`crate::interrupt`]) while it runs.
+    registered: Option<crate::interrupt::Token>,
     pid: u32,
     stdout: mpsc::Receiver<String>,
     stderr: mpsc::Receiver<String>,
@@ -130,7 +132,8 @@ impl Running {
         let pid = child.id();
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
-        Ok(Running { child, pid, stdout, stderr, started: Instant::now() })
+        let registered = Some(crate::interrupt::register_group(pid));
+        Ok(Running { child, registered, pid, stdout, stderr, started: Instant::now() })
     }
 
     /// The child's pid, which is also its process group id.
@@ -202,6 +205,15 @@ impl Running {
         let stdout = self.stdout.recv_timeout(READER_GRACE).unwrap_or_default();
         let stderr = self.stderr.recv_timeout(READER_GRACE).unwrap_or_default();
         Finished { exit, stdout, stderr }
+    }
+}
+
+impl Drop for Running {
+    /// Its group is no longer the harness's to kill on an interruption (reaped, or given up).
+    fn drop(&mut self) {
+        if let Some(token) = self.registered.take() {
+            crate::interrupt::deregister(token);
+        }
     }
 }
 

@@ -13,6 +13,10 @@
 //!
 //! Extra fields (`runs`, say) are allowed and ignored. A missing `unit` takes the schema's unit.
 //!
+//! A peer that runs its cases one by one may say that one of them failed, and go on with the
+//! others: `{"suite","case","competitor","error":"why"}` (a string `error` instead of `metric`
+//! and `value`) is a [`Line::CaseError`], which the run keeps as a failure of that case.
+//!
 //! A successful measured run's samples travel on as a [`MeasuredRun`], which keeps which
 //! measured run of the schedule they came from, so that runs of different cases can be paired.
 
@@ -52,6 +56,8 @@ pub struct Parsed {
     pub malformed: usize,
     /// Why, for the first few of them.
     pub malformed_examples: Vec<String>,
+    /// Cases the peer says failed: (case, error).
+    pub case_errors: Vec<(String, String)>,
 }
 
 /// How many malformed-line reasons are kept per run.
@@ -64,6 +70,8 @@ pub enum Line {
     Ignored,
     /// A measurement.
     Sample(Sample),
+    /// The peer's word that one case failed: (case, error).
+    CaseError(String, String),
     /// Meant as a measurement, but unusable for this reason.
     Malformed(String),
 }
@@ -83,9 +91,28 @@ pub fn parse_line(line: &str, suite: Suite, competitor: &str) -> Line {
     if !line.starts_with('{') {
         return Line::Ignored;
     }
+    if let Some(failed) = case_error_of(line, suite, competitor) {
+        return failed;
+    }
     match sample_of(line, suite, competitor) {
         Ok(sample) => Line::Sample(sample),
         Err(reason) => Line::Malformed(reason),
+    }
+}
+
+/// A case error line (module doc), if `line` is one of this run's.
+fn case_error_of(line: &str, suite: Suite, competitor: &str) -> Option<Line> {
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(line) else { return None };
+    let error = match obj.get("error") {
+        Some(Value::String(e)) if !obj.contains_key("metric") => e,
+        _ => return None,
+    };
+    let fields = (text_field(&obj, "suite"), text_field(&obj, "case"), text_field(&obj, "competitor"));
+    match fields {
+        (Ok(s), Ok(case), Ok(c)) if s == suite.name() && c == competitor => {
+            Some(Line::CaseError(case.to_string(), error.clone()))
+        }
+        _ => Some(Line::Malformed("an error line of another suite or competitor, or without `case`".into())),
     }
 }
 
@@ -127,6 +154,7 @@ pub fn parse_output(stdout: &str, suite: Suite, competitor: &str) -> Parsed {
         match parse_line(line, suite, competitor) {
             Line::Ignored => {}
             Line::Sample(sample) => parsed.samples.push(sample),
+            Line::CaseError(case, error) => parsed.case_errors.push((case, error)),
             Line::Malformed(reason) => {
                 parsed.malformed += 1;
                 if parsed.malformed_examples.len() < KEPT_EXAMPLES {
@@ -217,6 +245,17 @@ mod tests {
                 other => panic!("{line}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn case_error_lines_name_their_case() {
+        let line = r#"{"suite":"fibers","case":"switch","competitor":"go-goroutine","error":"it crashed"}"#;
+        assert_eq!(parse(line), Line::CaseError("switch".into(), "it crashed".into()));
+        let other = r#"{"suite":"fibers","case":"switch","competitor":"node","error":"x"}"#;
+        assert!(matches!(parse(other), Line::Malformed(_)));
+        let out = format!("{LINE}\n{line}\n");
+        let parsed = parse_output(&out, Suite::Fibers, "go-goroutine");
+        assert_eq!((parsed.samples.len(), parsed.case_errors.len(), parsed.malformed), (1, 1, 0));
     }
 
     #[test]

@@ -427,3 +427,26 @@ fn the_client_table_shows_each_clients_cpu_per_request_with_lower_as_better() {
     assert!(tokio[4].contains("1.25"), "{tokio:?}");
     assert!(part.contains("Client CPU µs/req: the client process's CPU time"), "{part}");
 }
+
+#[test]
+fn a_blocking_case_a_competitor_failed_has_its_row() {
+    let rows = vec![
+        row(Suite::Blocking, "pg_sleep_64", "tokio", "queries_per_s", 6000.0),
+        row(Suite::Blocking, "pg_sleep_64", "tokio", "cpu_us_per_query", 18.0),
+        row(Suite::Blocking, "redis_64", "spindle", "ops_per_s", 80000.0),
+        row(Suite::Blocking, "redis_64", "spindle", "cpu_us_per_op", 6.0),
+    ];
+    let mut spindle = ran("spindle");
+    spindle.status = Status::Ran {
+        ok: 1,
+        planned: 1,
+        problems: vec![Failure::new("pg_sleep_64, run 1 of 1: a client panicked", "")],
+    };
+    let md = render(&input(vec![suite_report(Suite::Blocking, rows, vec![spindle, ran("tokio")])]));
+    let section =
+        &md[md.find("#### PostgreSQL `SELECT pg_sleep(0.01)`, 64 client(s)").expect("the case's table")..];
+    let table: Vec<&str> = section.lines().skip(2).take_while(|l| l.starts_with('|')).collect();
+    assert!(table.iter().any(|l| l.contains("tokio") && l.contains("6,000")), "{table:?}");
+    assert!(table.iter().any(|l| l.contains("spindle") && l.contains("failed (see Failures)")), "{table:?}");
+    assert!(md.contains("pg_sleep_64, run 1 of 1: a client panicked"), "listed under the failures");
+}

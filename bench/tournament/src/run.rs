@@ -19,7 +19,9 @@
 //! `hello_1w` run `k` is followed directly by its `hello_2w` run `k`.
 //!
 //! A run of a non-http competitor succeeds when it exits 0 and prints at least one well-formed
-//! measurement. Malformed lines do not fail the run but are reported against the competitor.
+//! measurement. Malformed lines do not fail the run but are reported against the competitor;
+//! so are the cases the peer says failed (error lines, [`record::Line::CaseError`]): each is a
+//! failure of the competitor, and its other cases still count.
 
 use std::path::PathBuf;
 
@@ -144,6 +146,16 @@ pub fn run_suite_sampled(
                             outcome.malformed_examples.push(example);
                         }
                     }
+                    for (case, error) in parsed.case_errors {
+                        // The first run that says a case failed stands for the later ones.
+                        let known = format!("{case}, ");
+                        if outcome.failures.iter().any(|f| f.what.starts_with(&known)) {
+                            continue;
+                        }
+                        let failure = Failure::new(format!("{case}, {context}: {error}"), "");
+                        ui.log(&format!("{}: {}", slot.label(), failure.what));
+                        outcome.failures.push(failure);
+                    }
                     if !warmup {
                         outcome.runs.push(MeasuredRun { index, samples: parsed.samples });
                     }
@@ -197,6 +209,9 @@ fn run_once(plan: &Plan, entrant: &Entrant, case: Option<http::HttpCase>) -> Res
     let parsed = record::parse_output(&done.stdout, plan.suite, &comp.name);
     if parsed.samples.is_empty() {
         let mut what = "no measurements on stdout".to_string();
+        for (case, error) in &parsed.case_errors {
+            what += &format!("; {case}: {error}");
+        }
         if parsed.malformed > 0 {
             what +=
                 &format!(" ({} malformed lines; {})", parsed.malformed, parsed.malformed_examples.join("; "));
@@ -273,6 +288,16 @@ mod tests {
             Failure { what: "run 1 of 3: exited with status 7".into(), stderr: "boom".into() }
         );
         assert_eq!(outcomes[1].failures[0].what, "run 1 of 3: no measurements on stdout");
+    }
+
+    #[test]
+    fn a_case_error_is_a_failure_and_the_other_cases_count() {
+        let script = r#"echo '{"suite":"tcp","case":"bind","competitor":"tokio","metric":"ns_per_op","value":5}'; echo '{"suite":"tcp","case":"pingpong","competitor":"tokio","error":"it crashed"}'"#;
+        let outcomes = run_suite(&plan(2, true), &[entrant("tokio", script)], &Ui::hidden());
+        let o = &outcomes[0];
+        assert_eq!(o.runs.len(), 2, "the runs still count");
+        let whats: Vec<_> = o.failures.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(whats, ["pingpong, warm-up: it crashed"], "said once, by the first run that said it");
     }
 
     #[test]

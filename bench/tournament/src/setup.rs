@@ -90,18 +90,30 @@ impl Installer {
                 "",
             ));
         }
-        let packages = apt.join(" ");
-        if !self.install {
+        self.apt_install(&format!("missing on PATH: {names}"), apt, ui)?;
+        let still = missing(requires);
+        if !still.is_empty() {
             return Err(Failure::new(
-                format!("missing on PATH: {names} (--no-install: not installing {packages})"),
+                format!(
+                    "still missing on PATH after apt-get install {}: {}",
+                    apt.join(" "),
+                    still.join(", ")
+                ),
                 "",
             ));
         }
+        Ok(())
+    }
+
+    /// Installs the Debian packages `apt` (step 1 of the module doc) for what `missing` says
+    /// is lacking; fails, saying so, under `--no-install`, without root, or when apt fails.
+    pub fn apt_install(&mut self, missing: &str, apt: &[String], ui: &Ui) -> Result<(), Failure> {
+        let packages = apt.join(" ");
+        if !self.install {
+            return Err(Failure::new(format!("{missing} (--no-install: not installing {packages})"), ""));
+        }
         if !self.root {
-            return Err(Failure::new(
-                format!("missing on PATH: {names} (not root: cannot apt-get install {packages})"),
-                "",
-            ));
+            return Err(Failure::new(format!("{missing} (not root: cannot apt-get install {packages})"), ""));
         }
         if !self.apt_updated {
             self.apt_updated = true;
@@ -124,13 +136,6 @@ impl Installer {
             return Err(Failure::new(
                 format!("apt-get install {packages} {}", done.exit.describe()),
                 done.stderr,
-            ));
-        }
-        let still = missing(requires);
-        if !still.is_empty() {
-            return Err(Failure::new(
-                format!("still missing on PATH after apt-get install {packages}: {}", still.join(", ")),
-                "",
             ));
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! The four suites of the tournament: their cases, metrics, units, which direction of each metric
+//! The five suites of the tournament: their cases, metrics, units, which direction of each metric
 //! is better, and the competitors each suite expects.
 //!
 //! This is the results schema in code. Other tools read `results.jsonl` by these names, so a
@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-/// One of the four benchmark suites, in report order.
+/// One of the five benchmark suites, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Suite {
     /// Fibers against threads (seed 003): allocation, switching, memory, warming, throughput.
@@ -26,6 +26,8 @@ pub enum Suite {
     Http,
     /// In-process and loopback gRPC (seed 000).
     Rpc,
+    /// Sync clients of real servers (PostgreSQL, Redis, HTTP) from many concurrent units.
+    Blocking,
 }
 
 /// One case of a suite and the metrics it reports.
@@ -133,9 +135,28 @@ const RPC_CASES: &[CaseSpec] = &[
     CaseSpec { name: "latency", metrics: &["p50_us", "p90_us", "p95_us", "p99_us"] },
 ];
 
+const PG: &[&str] = &["queries_per_s", "cpu_us_per_query"];
+const REDIS: &[&str] = &["ops_per_s", "cpu_us_per_op"];
+const HTTP_CLIENT: &[&str] = &["req_per_s", "cpu_us_per_req"];
+
+const BLOCKING_CASES: &[CaseSpec] = &[
+    CaseSpec { name: "pg_select1_1", metrics: PG },
+    CaseSpec { name: "pg_select1_64", metrics: PG },
+    CaseSpec { name: "pg_select1_1000", metrics: PG },
+    CaseSpec { name: "pg_sleep_1", metrics: PG },
+    CaseSpec { name: "pg_sleep_64", metrics: PG },
+    CaseSpec { name: "pg_sleep_1000", metrics: PG },
+    CaseSpec { name: "redis_1", metrics: REDIS },
+    CaseSpec { name: "redis_64", metrics: REDIS },
+    CaseSpec { name: "redis_1000", metrics: REDIS },
+    CaseSpec { name: "http_1", metrics: HTTP_CLIENT },
+    CaseSpec { name: "http_64", metrics: HTTP_CLIENT },
+    CaseSpec { name: "http_1000", metrics: HTTP_CLIENT },
+];
+
 impl Suite {
     /// All suites, in report order.
-    pub const ALL: [Suite; 4] = [Suite::Fibers, Suite::Tcp, Suite::Http, Suite::Rpc];
+    pub const ALL: [Suite; 5] = [Suite::Fibers, Suite::Tcp, Suite::Http, Suite::Rpc, Suite::Blocking];
 
     /// The name used in manifests, flags and results.
     pub fn name(self) -> &'static str {
@@ -144,6 +165,7 @@ impl Suite {
             Suite::Tcp => "tcp",
             Suite::Http => "http",
             Suite::Rpc => "rpc",
+            Suite::Blocking => "blocking",
         }
     }
 
@@ -159,6 +181,7 @@ impl Suite {
             Suite::Tcp => TCP_CASES,
             Suite::Http => HTTP_CASES,
             Suite::Rpc => RPC_CASES,
+            Suite::Blocking => BLOCKING_CASES,
         }
     }
 
@@ -213,6 +236,7 @@ impl Suite {
                 "tonic-duplex",
                 "tonic-tcp",
             ],
+            Suite::Blocking => &["spindle", "tokio", "go-goroutine", "rust-thread"],
         }
     }
 
@@ -245,6 +269,14 @@ impl Suite {
             Suite::Rpc => {
                 "gRPC in process and over loopback (shapes of seed 000): unary by payload size, \
                  server streaming, bidi echo, concurrent unary, latency percentiles."
+            }
+            Suite::Blocking => {
+                "Sync clients of real servers, which the suite starts (PostgreSQL, redis-server, a \
+                 spindle-http hello server), from 1, 64 and 1,000 concurrent clients, each with its \
+                 own connection: SELECT 1 and SELECT pg_sleep(0.01) in a loop, Redis SET+GET, HTTP \
+                 GET; throughput and the client process's CPU time per operation. spindle runs the \
+                 sync crates (postgres, redis, ureq) in fibers with its libc hook, against their \
+                 async versions on tokio, Go's goroutines, and an OS thread per client."
             }
         }
     }
@@ -289,10 +321,12 @@ pub fn is_floor(name: &str) -> bool {
 pub fn default_unit(metric: &str) -> &'static str {
     match metric {
         "us_per_unit" | "us_per_switch" | "first_alloc_us" | "last_alloc_us" | "avg_us" | "p50_us"
-        | "p90_us" | "p95_us" | "p99_us" | "cpu_us_per_req" => "us",
+        | "p90_us" | "p95_us" | "p99_us" | "cpu_us_per_req" | "cpu_us_per_query" | "cpu_us_per_op" => "us",
         "bytes_per_unit" | "bytes_per_conn" | "bytes_per_op" => "bytes",
         "switches_per_s" => "1/s",
         "req_per_s" => "req/s",
+        "queries_per_s" => "queries/s",
+        "ops_per_s" => "ops/s",
         "total_ms" => "ms",
         "ns_per_op" => "ns",
         "allocs_per_op" => "allocs",

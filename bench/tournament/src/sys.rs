@@ -18,6 +18,27 @@ pub fn kill_group(pgid: u32, signal: i32) -> bool {
     unsafe { libc::kill(-pgid, signal) == 0 }
 }
 
+/// Sends `signal` to process `pid` (refused for 0 and 1, as [`kill_group`] refuses them).
+pub fn signal(pid: u32, signal: i32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 1 {
+        return false;
+    }
+    // SAFETY: kill(2) takes plain integers and has no memory-safety preconditions; `pid` is a
+    // single process (> 1).
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// Whether process `pid` is still running: it exists and is not a zombie waiting to be reaped.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
 /// Whether the harness runs as root (and so may call apt-get).
 pub fn is_root() -> bool {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.

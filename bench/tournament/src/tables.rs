@@ -46,7 +46,89 @@ pub fn render(view: &View) -> String {
         Suite::Tcp => tcp(view),
         Suite::Http => http(view),
         Suite::Rpc => rpc(view),
+        Suite::Blocking => blocking(view),
     }
+}
+
+/// The blocking suite: one table per kind of work and number of clients, throughput and the
+/// client's CPU per operation side by side.
+fn blocking(v: &View) -> String {
+    let mut out = String::new();
+    let kinds = [
+        (
+            "pg_select1",
+            "PostgreSQL `SELECT 1`",
+            "Queries/s",
+            "queries_per_s",
+            "CPU µs/query",
+            "cpu_us_per_query",
+        ),
+        (
+            "pg_sleep",
+            "PostgreSQL `SELECT pg_sleep(0.01)`",
+            "Queries/s",
+            "queries_per_s",
+            "CPU µs/query",
+            "cpu_us_per_query",
+        ),
+        ("redis", "Redis SET + GET (each an operation)", "Ops/s", "ops_per_s", "CPU µs/op", "cpu_us_per_op"),
+        (
+            "http",
+            "HTTP GET / (spindle-http hello server)",
+            "Req/s",
+            "req_per_s",
+            "CPU µs/req",
+            "cpu_us_per_req",
+        ),
+    ];
+    let vs = format!("vs {}", v.ours());
+    let cpu_vs = format!("vs {} (CPU)", v.ours());
+    for (prefix, title, rate_label, rate, cpu_label, cpu) in kinds {
+        for clients in ["1", "64", "1000"] {
+            let case = format!("{prefix}_{clients}");
+            // Competitors that said this case failed (an error line): a row each, not a gap.
+            let known = format!("{case}, ");
+            let failed: Vec<&crate::model::Entry> = v
+                .entries
+                .iter()
+                .filter(|e| v.get(&case, &e.name, rate).is_none())
+                .filter(|e| e.problems().iter().any(|p| p.what.starts_with(&known)))
+                .collect();
+            if v.competitors_for(&[case.as_str()]).is_empty() && failed.is_empty() {
+                continue;
+            }
+            heading(&mut out, &format!("{title}, {clients} client(s)"));
+            let mut t = Table::new(&["Competitor", "Language"], &[rate_label, &vs, cpu_label, &cpu_vs]);
+            for c in ranked(v, &case, rate) {
+                t.row(vec![
+                    v.display(c),
+                    v.language(c),
+                    v.cell(&case, c, rate),
+                    v.ratio_cell(&case, c, rate),
+                    v.cell(&case, c, cpu),
+                    v.ratio_cell(&case, c, cpu),
+                ]);
+            }
+            for e in failed {
+                let dash = || "—".to_string();
+                t.row(vec![
+                    v.display(&e.name),
+                    e.language.clone(),
+                    "failed (see Failures)".into(),
+                    dash(),
+                    dash(),
+                    dash(),
+                ]);
+            }
+            emit(&mut out, v, &t, &[]);
+        }
+    }
+    out.push_str(
+        "\n- Each client has its own connection and loops its operation; CPU µs per operation is the \
+         client process's CPU time (all its threads) in the measurement window ÷ the operations \
+         completed in it. The servers share the machine's cores with the client.\n",
+    );
+    out
 }
 
 fn fibers(v: &View) -> String {
