@@ -62,6 +62,13 @@
 //! - A started file call delays its runtime's shutdown until it returns (a thread cannot be
 //!   interrupted), as it would delay a thread's exit.
 //! - `std::sync` locks and any lock held across a park remain the program's rule to keep.
+//! - Per-thread state of other libraries stays per thread. A sync crate that drives a tokio
+//!   runtime of its own inside each call (the sync `postgres` crate: its `Client` calls that
+//!   runtime's `block_on`) parks the fiber in that runtime's `epoll_wait`, but tokio records
+//!   "inside a runtime" per thread: a second fiber of the worker that calls such a crate
+//!   while the first is parked in it panics ("Cannot start a runtime from within a runtime").
+//!   One such fiber per worker at a time works; `tokio-postgres` through `spindle::compat`
+//!   works in any number.
 //! - `ppoll`, `pselect` and `epoll_pwait` with a signal mask pass through (a parked fiber
 //!   cannot take a signal mask).
 
