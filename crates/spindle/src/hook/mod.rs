@@ -67,8 +67,7 @@
 //!   runtime's `block_on`) parks the fiber in that runtime's `epoll_wait`, but tokio records
 //!   "inside a runtime" per thread: a second fiber of the worker that calls such a crate
 //!   while the first is parked in it panics ("Cannot start a runtime from within a runtime").
-//!   One such fiber per worker at a time works; `tokio-postgres` through `spindle::compat`
-//!   works in any number.
+//!   One such fiber per worker at a time works.
 //! - `ppoll`, `pselect` and `epoll_pwait` with a signal mask pass through (a parked fiber
 //!   cannot take a signal mask).
 
