@@ -60,6 +60,7 @@ pub mod sync;
 pub(crate) mod sys;
 pub mod task;
 pub mod time;
+mod trace;
 
 pub use error::{CancelReason, Cancelled, JoinError};
 pub use fiber::{spawn, yield_now, JoinHandle};

@@ -21,6 +21,7 @@ thread_local! {
 
 /// Records that the running fiber starts unwinding for cancellation.
 pub(crate) fn begin(id: u64, name: &str) {
+    crate::trace::fiber_cancelled(id, name);
     CANCELLING.with(|c| *c.borrow_mut() = Some((id, name.to_owned())));
 }
 
