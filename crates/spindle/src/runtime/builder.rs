@@ -24,6 +24,9 @@ pub struct Builder {
     stack_keep_warm: usize,
     thread_name: String,
     malloc_top_pad: Option<usize>,
+    /// Whether workers run inside the tokio bridge's context (feature `tokio-compat`).
+    #[cfg(feature = "tokio-compat")]
+    tokio_context: bool,
 }
 
 impl Default for Builder {
@@ -45,7 +48,18 @@ impl Builder {
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
             malloc_top_pad: Some(crate::sys::malloc::DEFAULT_TOP_PAD),
+            #[cfg(feature = "tokio-compat")]
+            tokio_context: true,
         }
+    }
+
+    /// Feature `tokio-compat`: whether the workers run inside the tokio bridge's context
+    /// (default: yes), so that tokio-only code runs unchanged in fibers and tasks (module
+    /// [`compat`](crate::compat)). The bridge's thread is started with the runtime then.
+    #[cfg(feature = "tokio-compat")]
+    pub fn tokio_context(&mut self, enter: bool) -> &mut Builder {
+        self.tokio_context = enter;
+        self
     }
 
     /// Warn (through the `log` facade) when a fiber or task runs longer than `budget` without
@@ -154,6 +168,8 @@ impl Builder {
         for i in 0..n {
             let (rt, worker_services) = (shared.clone(), services.clone());
             let spawned = thread::Builder::new().name(format!("{}-{i}", self.thread_name)).spawn(move || {
+                // For the thread's whole life: every fiber and task of it runs inside.
+                let _tokio = super::enter_tokio(&worker_services);
                 super::enter_worker(worker_services);
                 Worker::new(rt, i).run()
             });
@@ -263,7 +279,14 @@ impl Builder {
                 format!("{}-file", self.thread_name),
             )),
             shutdown: crate::shutdown::ShutdownToken::new(),
+            #[cfg(feature = "tokio-compat")]
+            tokio_context: self.tokio_context,
         });
+        #[cfg(feature = "tokio-compat")]
+        if self.tokio_context {
+            // Started now rather than at a worker's first need: its thread exists from here on.
+            crate::compat::bridge();
+        }
         Ok((shared, services))
     }
 }

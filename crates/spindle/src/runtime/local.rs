@@ -100,6 +100,7 @@ impl LocalRuntime {
         })
         .expect("spawn the block_on fiber");
         let _services = super::enter_services(self.rt.services.clone());
+        let _tokio = super::enter_tokio(&self.rt.services);
         let exit = self.worker.run_loop();
         assert_eq!(exit, Exit::Left, "a local runtime's loop stopped inside block_on");
         debug_assert!(handle.is_finished(), "the loop was left before the block_on fiber ended");
@@ -179,6 +180,7 @@ impl Drop for LocalRuntime {
             return;
         }
         let _services = super::enter_services(self.rt.services.clone());
+        let _tokio = super::enter_tokio(&self.rt.services);
         let exit = self.worker.run_loop();
         debug_assert_eq!(exit, Exit::Stopped);
         // `rt`'s own drop follows: the blocking pool, and whatever was injected after the

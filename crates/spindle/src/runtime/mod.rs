@@ -104,7 +104,21 @@ pub(crate) struct Services {
     /// The pool of file system calls (`Builder::max_file_threads`).
     pub(crate) files: Arc<BlockingPool>,
     pub(crate) shutdown: ShutdownToken,
+    /// Whether the workers enter the tokio bridge's context (`Builder::tokio_context`).
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio_context: bool,
 }
+
+/// The tokio bridge's context entered on this thread while the guard lives, when the runtime
+/// asks for it (feature `tokio-compat`, module `compat`); nothing otherwise.
+#[cfg(feature = "tokio-compat")]
+fn enter_tokio(services: &Services) -> Option<tokio::runtime::EnterGuard<'static>> {
+    services.tokio_context.then(crate::compat::enter_context)
+}
+
+/// Without the feature: nothing to enter.
+#[cfg(not(feature = "tokio-compat"))]
+fn enter_tokio(_: &Services) {}
 
 std::thread_local! {
     static SERVICES: std::cell::RefCell<Option<Arc<Services>>> = const { std::cell::RefCell::new(None) };
