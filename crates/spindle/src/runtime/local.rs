@@ -148,6 +148,13 @@ impl LocalRuntime {
         self.rt.shutdown_token()
     }
 
+    /// Every started, unfinished fiber of the runtime: id, name, what it is parked on and
+    /// where it was spawned (see [`Runtime::dump_fibers`]). Read directly from the worker,
+    /// which runs only inside `block_on`: the fibers listed are those waiting for the next one.
+    pub fn dump_fibers(&self) -> Vec<crate::FiberInfo> {
+        self.worker.dump()
+    }
+
     /// A snapshot of the worker's counters.
     pub fn metrics(&self) -> Vec<crate::sched::metrics::WorkerMetrics> {
         self.rt.metrics()

@@ -160,6 +160,32 @@ fn join_block_on<T>(handle: JoinHandle<T>) -> T {
     }
 }
 
+/// Every started, unfinished fiber of `rt`: each worker lists its own, in a task on its
+/// loop (`Runtime::dump_fibers`, `Handle::dump_fibers`).
+///
+/// # Panics
+///
+/// On the thread of a local runtime outside its `block_on`: nothing would run the tasks
+/// (`LocalRuntime::dump_fibers` lists them directly).
+pub(crate) fn dump_fibers(rt: &RuntimeShared) -> Vec<metrics::FiberInfo> {
+    let here = thread::current().id();
+    assert!(
+        worker::current().is_some() || !rt.workers.iter().any(|w| w.thread.get() == Some(&here)),
+        "Handle::dump_fibers called on a LocalRuntime's thread outside its block_on: nothing runs \
+         its worker there; use LocalRuntime::dump_fibers"
+    );
+    let handles: Vec<_> = rt
+        .workers
+        .iter()
+        .map(|w| {
+            crate::task::spawn_pinned(w.clone(), async {
+                worker::current().map(|w| w.dump()).unwrap_or_default()
+            })
+        })
+        .collect();
+    handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+}
+
 /// The services of the runtime whose worker runs the caller, if the caller is on a worker.
 pub(crate) fn services() -> Option<Arc<Services>> {
     SERVICES.with(|s| s.borrow().clone())
@@ -240,17 +266,7 @@ impl Runtime {
     /// parked on. Each worker lists its own fibers (in a task on its loop), so the call waits
     /// for every worker to get there: from a fiber it parks, from a thread it blocks.
     pub fn dump_fibers(&self) -> Vec<metrics::FiberInfo> {
-        let handles: Vec<_> = self
-            .shared
-            .workers
-            .iter()
-            .map(|w| {
-                crate::task::spawn_pinned(w.clone(), async {
-                    worker::current().map(|w| w.dump()).unwrap_or_default()
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        dump_fibers(&self.shared)
     }
 
     /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of
