@@ -22,7 +22,8 @@ fn thread_names() -> Vec<String> {
 
 #[test]
 fn fibers_and_tasks_run_on_the_calling_thread_and_no_worker_thread_starts() {
-    let rt = Builder::new().thread_name("lrt-a").build_local().unwrap();
+    // Without a watchdog (its thread is the only one a local runtime starts by default).
+    let rt = Builder::new().thread_name("lrt-a").long_running_budget(None).build_local().unwrap();
     let me = thread::current().id();
     let (ids, names) = rt.block_on(|| {
         let fibers: Vec<_> = (0..10).map(|_| spindle::spawn(|| thread::current().id())).collect();
@@ -245,7 +246,8 @@ fn dump_fibers_on_a_local_runtime_and_through_a_handle() {
     let rt = Builder::new().build_local().unwrap();
     let (tx, rx) = spindle::sync::channel::<u8>(1);
     let waiter = rt.block_on(move || {
-        let waiter = spindle::fiber::Builder::new().name("local-waiter").spawn(move || rx.recv().unwrap()).unwrap();
+        let waiter =
+            spindle::fiber::Builder::new().name("local-waiter").spawn(move || rx.recv().unwrap()).unwrap();
         spindle::yield_now();
         waiter
     });
@@ -253,10 +255,13 @@ fn dump_fibers_on_a_local_runtime_and_through_a_handle() {
     let mine = dump.iter().find(|f| f.name.as_deref() == Some("local-waiter")).expect("listed");
     assert_eq!(mine.waiting_on, "channel recv");
     assert!(mine.spawned_at.file().ends_with("sched_local_runtime.rs"), "{}", mine.spawned_at);
-    assert_eq!(rt.block_on(move || {
-        tx.send(4).unwrap();
-        waiter.join().unwrap()
-    }), 4);
+    assert_eq!(
+        rt.block_on(move || {
+            tx.send(4).unwrap();
+            waiter.join().unwrap()
+        }),
+        4
+    );
     assert!(rt.dump_fibers().iter().all(|f| f.name.as_deref() != Some("local-waiter")));
 
     let multi = spindle::Runtime::new().unwrap();

@@ -115,7 +115,8 @@ fn the_worker_keeps_serving_after_such_a_panic() {
 fn blocking_style_waits_in_a_task_panic_even_when_they_would_not_wait() {
     use spindle::sync::{channel, unbounded, Mutex, Semaphore, WaitGroup};
     let rt = runtime();
-    let message = |f: fn() -> ()| panic_message(rt.spawn_async(async move { f() }).join().unwrap_err().into_panic());
+    let message =
+        |f: fn() -> ()| panic_message(rt.spawn_async(async move { f() }).join().unwrap_err().into_panic());
     let lock = message(|| drop(Mutex::new(1).lock()));
     assert!(lock.contains("`mutex lock` is a blocking-style call") && lock.contains("lock_async"), "{lock}");
     let send = message(|| channel(4).0.send(1).unwrap());

@@ -21,6 +21,7 @@
 
 use std::io;
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 
 use super::{BlockOn, Handle, Runtime};
 use crate::fiber::{self, JoinHandle};
@@ -29,10 +30,12 @@ use crate::sched::worker::{self, Exit, Worker};
 /// A spindle runtime without worker threads: the thread that builds it is its one worker,
 /// and runs its fibers and tasks while it is inside [`block_on`](Self::block_on).
 ///
-/// The process stays single-threaded (until something starts the blocking pool): the shape
-/// of tokio's `current_thread` runtime, and the cheaper one for a single-core service, a
-/// test, or a tool (one thread's socket calls, allocator and file table skip the atomics a
-/// multi-threaded process pays). Fibers and tasks spawned in a `block_on` that has returned
+/// No worker thread is started: the shape of tokio's `current_thread` runtime, and the
+/// cheaper one for a single-core service, a test, or a tool. Its watchdog (which warns about
+/// a fiber holding the worker and reports deadlocks) is a thread; with
+/// `Builder::long_running_budget(None)` there is none and the process stays single-threaded
+/// (until something starts the blocking pool), so its socket calls, allocator and file table
+/// skip the atomics a multi-threaded process pays. Fibers and tasks spawned in a `block_on` that has returned
 /// (parked on a socket, a timer, a channel) go on at the next `block_on`; spawns from other
 /// threads through [`handle`](Self::handle) run then too. Dropping the runtime cancels what
 /// is left, on this thread.
@@ -86,7 +89,8 @@ impl LocalRuntime {
     /// # Panics
     ///
     /// When called inside a spindle runtime's fiber or task (of this or another runtime):
-    /// spawn a fiber and join it instead.
+    /// spawn a fiber and join it instead. When every fiber and task is asleep for good, with
+    /// the fiber dump, as [`Runtime::block_on`].
     #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         assert!(
@@ -101,9 +105,22 @@ impl LocalRuntime {
         .expect("spawn the block_on fiber");
         let _services = super::enter_services(self.rt.services.clone());
         let _tokio = super::enter_tokio(&self.rt.services);
+        let shared = &self.rt.shared;
+        let ticket = shared.waiters.enter();
+        let _leave = super::deadlock::Leave(shared, ticket);
+        shared.workers[0].in_loop.store(true, Ordering::Release);
         let exit = self.worker.run_loop();
+        shared.workers[0].in_loop.store(false, Ordering::Release);
         assert_eq!(exit, Exit::Left, "a local runtime's loop stopped inside block_on");
-        debug_assert!(handle.is_finished(), "the loop was left before the block_on fiber ended");
+        if !handle.is_finished() {
+            // Left for a deadlock report (module `sched::deadlock`): the block_on fiber
+            // stays parked with the others, for the drop to cancel.
+            let report = shared.waiters.failed(ticket);
+            panic!(
+                "{}",
+                report.as_deref().unwrap_or("spindle: the loop was left before the block_on fiber ended")
+            );
+        }
         super::join_block_on(handle)
     }
 

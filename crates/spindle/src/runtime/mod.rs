@@ -21,6 +21,7 @@
 
 pub(crate) mod block_on;
 mod builder;
+mod deadlock;
 pub(crate) mod handle;
 mod local;
 
@@ -211,7 +212,11 @@ impl Runtime {
     /// # Panics
     ///
     /// When called from a fiber of this same runtime (that would block the worker the fiber
-    /// waits for): spawn and join instead.
+    /// waits for): spawn and join instead. When the runtime is asleep for good (every fiber
+    /// and task waits with no timer, no I/O and no thread outside the runtime that could wake
+    /// them: a join cycle, a lost wake-up, a sender kept but never used), with the fiber dump
+    /// (also printed on stderr), as Go's "all goroutines are asleep - deadlock!" (the rule:
+    /// `docs/ARCHITECTURE.md`, "Deadlocks and misuse").
     #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         if let Some(worker) = worker::current() {
@@ -224,7 +229,7 @@ impl Runtime {
             .name("block_on")
             .spawn_on(self, move || body.run())
             .expect("spawn the block_on fiber");
-        join_block_on(handle)
+        deadlock::wait_block_on(&self.shared, handle)
     }
 
     /// Spawns a fiber on this runtime from any thread.

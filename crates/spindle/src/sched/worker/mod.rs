@@ -239,6 +239,10 @@ impl Worker {
     pub(crate) fn new(rt: Arc<RuntimeShared>, index: usize) -> Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         let deque = rt.workers[index].take_deque();
+        // Worker::new runs on the worker's thread: its kernel id, for the watchdog.
+        rt.workers[index]
+            .tid
+            .store(crate::sched::stuck::this_thread_tid(), std::sync::atomic::Ordering::Relaxed);
         Worker {
             shared: rt.workers[index].clone(),
             thread: std::thread::current().id(),
