@@ -128,6 +128,10 @@ impl Worker {
         // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
         // and has a guard page below (Stack's contract).
         let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
+        // SAFETY: the stack was just prepared and has not run; `sched_sp` holds the scheduler
+        // context's saved stack pointer whenever a fiber of this worker runs ("fibers stay
+        // home"), for as long as the worker lives, which outlives its fibers.
+        unsafe { arch::link_stack(stack.top(), self.sched_sp.as_ptr()) };
         header.guard.set(stack.guard());
         header.san.start_fiber(stack.bottom(), stack.top());
         header.sp.set(sp);
