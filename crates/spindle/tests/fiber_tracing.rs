@@ -308,3 +308,36 @@ fn the_runtime_reports_spawns_parks_and_wake_ups() {
     assert!(mine[0].fields.contains("fiber_name=traced-sleeper"), "{:?}", mine[0]);
     assert!(mine[1].fields.contains("waiting_on=sleep"), "{:?}", mine[1]);
 }
+
+/// Six nested spans across parks (more than the four kept without an allocation) come back
+/// in their order.
+#[test]
+fn deep_span_stacks_come_back_in_order() {
+    records();
+    let rt = spindle::Builder::new().worker_threads(1).build().unwrap();
+    rt.block_on(|| {
+        let deep = spindle::fiber::Builder::new()
+            .instrument(tracing::Span::none())
+            .spawn(|| {
+                let spans: Vec<_> =
+                    (0..6).map(|depth| tracing::info_span!("level", depth).entered()).collect();
+                spindle::yield_now();
+                spindle::time::sleep(Duration::from_millis(1));
+                tracing::info!("deep: inside");
+                drop(spans);
+            })
+            .unwrap();
+        let other = spindle::fiber::Builder::new()
+            .instrument(tracing::Span::none())
+            .spawn(|| {
+                spindle::yield_now();
+                tracing::info!("deep: other");
+            })
+            .unwrap();
+        deep.join().unwrap();
+        other.join().unwrap();
+    });
+    let expected: Vec<String> = (0..6).map(|d| format!("level{{depth={d}}}")).collect();
+    assert_eq!(events("deep: inside")[0].scope, expected);
+    assert!(events("deep: other")[0].scope.is_empty());
+}

@@ -16,7 +16,7 @@
 //! top first, and returns their ids; the same context calls [`resume`] with them right after
 //! the switch brings it back, which enters them again, bottom first. The ids live in the
 //! leaving context's own frame (a fiber's stack, or the scheduler context's), so a fiber
-//! costs no memory for it and one that entered no span costs no allocation. A fiber
+//! costs no memory for it, and no allocation for up to four spans. A fiber
 //! therefore sees only the spans it entered itself, on top of an empty stack; the scheduler
 //! context (task polls, `Instrumented` futures) likewise keeps its own. A layer's
 //! `on_enter`/`on_exit` thus see a fiber's span exited while the fiber is parked, as tokio's
@@ -48,9 +48,15 @@ pub(crate) struct Suspended(Option<Saved>);
 #[cfg(feature = "tracing")]
 pub(crate) struct Saved {
     dispatch: tracing::Dispatch,
-    /// Top of the stack first.
-    ids: Vec<tracing::span::Id>,
+    /// Top of the stack first: the first [`INLINE`] in place (no allocation for the usual
+    /// one or two spans), the rest in `more`.
+    inline: [Option<tracing::span::Id>; INLINE],
+    more: Vec<tracing::span::Id>,
 }
+
+/// Span ids kept without an allocation per switch.
+#[cfg(feature = "tracing")]
+const INLINE: usize = 4;
 
 /// Nothing to save without the feature.
 #[cfg(not(feature = "tracing"))]
@@ -77,17 +83,22 @@ pub(crate) fn suspend() -> Suspended {
 fn suspend_spans() -> Suspended {
     tracing::dispatcher::get_default(|dispatch| {
         let Some(top) = dispatch.current_span().id().cloned() else { return Suspended(None) };
-        let mut ids = Vec::with_capacity(4);
+        let mut saved = Saved { dispatch: dispatch.clone(), inline: Default::default(), more: Vec::new() };
         let mut next = Some(top);
+        let mut count = 0;
         while let Some(id) = next {
             dispatch.exit(&id);
-            ids.push(id);
-            if ids.len() == MAX_SPANS {
+            match saved.inline.get_mut(count) {
+                Some(slot) => *slot = Some(id),
+                None => saved.more.push(id),
+            }
+            count += 1;
+            if count == MAX_SPANS {
                 break;
             }
             next = dispatch.current_span().id().cloned();
         }
-        Suspended(Some(Saved { dispatch: dispatch.clone(), ids }))
+        Suspended(Some(saved))
     })
 }
 
@@ -104,7 +115,8 @@ pub(crate) fn resume(suspended: Suspended) {
 #[cfg(feature = "tracing")]
 #[inline(never)]
 fn resume_spans(saved: Saved) {
-    for id in saved.ids.iter().rev() {
+    // Bottom first: the deepest ones are at the end of `more`, then of `inline`.
+    for id in saved.more.iter().rev().chain(saved.inline.iter().rev().flatten()) {
         saved.dispatch.enter(id);
     }
 }
@@ -133,10 +145,16 @@ pub(crate) fn discard() {
 /// a subscriber is set and the spawner is inside one.
 #[cfg(feature = "tracing")]
 #[inline]
-pub(crate) fn spawner_span() -> Option<tracing::Span> {
+pub(crate) fn spawner_span() -> Option<Box<tracing::Span>> {
     if !tracing::dispatcher::has_been_set() {
         return None;
     }
+    current_span()
+}
+
+#[cfg(feature = "tracing")]
+#[inline(never)]
+fn current_span() -> Option<Box<tracing::Span>> {
     let span = tracing::Span::current();
-    (!span.is_none()).then_some(span)
+    (!span.is_none()).then(|| Box::new(span))
 }

@@ -72,9 +72,11 @@ pub(crate) struct Header {
     /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
     pub(crate) waker: Cell<Option<std::task::Waker>>,
     /// The span the fiber's body runs in (feature `tracing`, module `fiber::context`): set
-    /// by the spawner before publication, taken by the first run (owner-only).
+    /// by the spawner before publication, taken by the first run (owner-only). Boxed: a
+    /// `Span` inline made the header too large for the spawn to write it in place (it was
+    /// built aside and copied with `memcpy`, ~30 ns a spawn), and most fibers have none.
     #[cfg(feature = "tracing")]
-    pub(crate) span: Cell<Option<tracing::Span>>,
+    pub(crate) span: Cell<Option<Box<tracing::Span>>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
     pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
     /// Park word (module `park`): written by the fiber and its unparkers.
@@ -386,7 +388,7 @@ where
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             // Entered around the body, and exited as it returns or unwinds.
             #[cfg(feature = "tracing")]
-            let _span = span.map(tracing::Span::entered);
+            let _span = span.map(|span| span.entered());
             let value = job.call();
             // SAFETY: `Running`: the slot holds nothing.
             unsafe { result.write(Ok(value)) };

@@ -34,8 +34,9 @@ pub struct Builder {
     stack_size: Option<usize>,
     worker: Option<usize>,
     /// The span the fiber runs in; `None`: the spawner's current span (feature `tracing`).
+    /// Boxed, as in the header: a builder is moved through every spawn function.
     #[cfg(feature = "tracing")]
-    span: Option<tracing::Span>,
+    span: Option<Box<tracing::Span>>,
 }
 
 impl Builder {
@@ -81,7 +82,7 @@ impl Builder {
     /// ```
     #[cfg(feature = "tracing")]
     pub fn instrument(mut self, span: tracing::Span) -> Builder {
-        self.span = Some(span);
+        self.span = Some(Box::new(span));
         self
     }
 
@@ -257,16 +258,18 @@ impl Builder {
         let id = FiberId::next().0;
         let site = std::panic::Location::caller();
         #[cfg(feature = "tracing")]
-        let span = self.span.or_else(super::context::spawner_span).filter(|s| !s.is_none());
+        let span = self.span.or_else(super::context::spawner_span);
         let building = block::Vacant::<StageImpl<J, T>>::take().write_header(move || {
             let header = Header::new(id, name, stack_size, site);
             if pinned {
                 header.pin();
             }
-            #[cfg(feature = "tracing")]
-            header.span.set(span);
             header
         });
+        #[cfg(feature = "tracing")]
+        if let Some(span) = span.filter(|s| !s.is_none()) {
+            building.header().span.set(Some(span));
+        }
         crate::trace::fiber_spawned(building.header());
         if let Some(worker) = worker {
             // Straight into the header: a stack returned by value and then moved in was
