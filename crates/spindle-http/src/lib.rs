@@ -61,6 +61,7 @@ mod timer;
 #[cfg(feature = "tls")]
 mod tls;
 mod tower;
+mod trace;
 mod watch;
 
 /// This crate's README examples, compiled as doctests.

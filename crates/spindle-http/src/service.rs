@@ -232,7 +232,7 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
     type Response = Response<Body>;
     /// A refused HTTP/2 stream: hyper resets it with the error's reason.
     type Error = h2::Error;
-    type Future = ResponseFuture<H::Future>;
+    type Future = ResponseFuture<crate::trace::Traced<H::Future>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         self.counters.requested.store(true, Ordering::Relaxed);
@@ -257,7 +257,7 @@ impl<H: Respond> hyper::service::Service<Request<Incoming>> for Service<H> {
             }
         });
         let origin = Origin { peer: self.peer, stack_size: self.shared.config.stack_size, http2 };
-        let inner = self.shared.handler.respond(req, busy, &origin);
+        let inner = crate::trace::respond(&self.shared.handler, req, busy, &origin);
         let meter = if http2 { Some(self.counters.downgrade()) } else { None };
         ResponseFuture::Handler { inner, fault, meter }
     }
@@ -317,8 +317,10 @@ mod tests {
     #[test]
     fn the_response_future_stays_small() {
         type H = Blocking<fn(Request<Body>) -> Response<&'static str>>;
-        let size = std::mem::size_of::<ResponseFuture<<H as Respond>::Future>>();
-        assert!(size <= 56, "a response future takes {size} bytes");
+        let size = std::mem::size_of::<ResponseFuture<crate::trace::Traced<<H as Respond>::Future>>>();
+        // The request's span (feature `tracing`) adds one boxed pointer.
+        let limit = if cfg!(feature = "tracing") { 64 } else { 56 };
+        assert!(size <= limit, "a response future takes {size} bytes");
     }
 
     #[test]

@@ -130,6 +130,13 @@ impl BlockingPool {
         state.threads -= 1;
     }
 
+    /// Its threads, when every one of them waits for a job and none is queued (a job could
+    /// wake a fiber: module `sched::deadlock`); `None` otherwise.
+    pub(crate) fn quiet_threads(&self) -> Option<usize> {
+        let state = lock(&self.state);
+        (state.queue.is_empty() && state.idle == state.threads).then_some(state.threads)
+    }
+
     /// Stops the pool: queued jobs complete as cancelled, idle threads exit.
     pub(crate) fn shutdown(&self) {
         let jobs: Vec<Job> = {

@@ -20,6 +20,35 @@
 //! assert_eq!(slept, "slept in tokio");
 //! ```
 //!
+//! # The tokio context on every worker
+//!
+//! With this feature every spindle worker thread runs inside the process-wide bridge's tokio
+//! context (entered once when the thread starts; a [`LocalRuntime`](crate::LocalRuntime)
+//! enters it for each `block_on`), so tokio-only code runs unchanged in fibers and tasks:
+//! `tokio::spawn` spawns onto the bridge, `tokio::time` and tokio's sockets register with the
+//! bridge's timer and reactor, and crates built on them (reqwest, tonic-reflection, hyper-util's
+//! client) work without [`spawn`] or [`block_on`]. Their I/O and timers are driven by the
+//! bridge's thread, which wakes spindle's fibers and tasks through their wakers; spindle's own
+//! sockets and timers stay on the workers. A fiber waits for a tokio future with
+//! [`task::block_on`](crate::task::block_on) (it parks), a task `.await`s it.
+//! `Builder::tokio_context(false)` leaves a runtime's workers outside it.
+//!
+//! ```
+//! let rt = spindle::Runtime::new().unwrap();
+//! rt.block_on(|| {
+//!     // No bridge call: the worker is inside the bridge's context.
+//!     let task = tokio::spawn(async { 6 * 7 });
+//!     spindle::task::block_on(async {
+//!         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+//!         assert_eq!(task.await.unwrap(), 42);
+//!     });
+//! });
+//! ```
+//!
+//! The context is a thread-local of the worker, shared by all its fibers: a fiber must not hold
+//! a `Handle::enter` guard of its own across a park (crate docs, "Thread-local context in
+//! fibers").
+//!
 //! # When to use it, and what it costs
 //!
 //! Use it for a crate that only runs on tokio, at its boundary: build the client and make the
@@ -114,6 +143,14 @@ impl TokioBridge {
 pub fn bridge() -> &'static TokioBridge {
     static BRIDGE: OnceLock<TokioBridge> = OnceLock::new();
     BRIDGE.get_or_init(|| TokioBridge::new("spindle-tokio").expect("start spindle's tokio bridge"))
+}
+
+/// Enters the process-wide bridge's tokio context on this thread until the guard drops: a
+/// spindle worker's thread does it for its whole life (or a local runtime's `block_on` for
+/// its call), unless its runtime was built with `Builder::tokio_context(false)` (module
+/// docs, "The tokio context on every worker").
+pub(crate) fn enter_context() -> tokio::runtime::EnterGuard<'static> {
+    bridge().handle().enter()
 }
 
 /// Runs `future` on the process-wide bridge ([`bridge`]); `.await` the result from a task.

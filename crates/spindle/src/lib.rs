@@ -31,6 +31,39 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the design, its soundness rules and the rules for code on a
 //! worker.
+//!
+//! # Thread-local context in fibers
+//!
+//! A worker thread runs many fibers in turn, and a fiber never changes thread: so a
+//! `thread_local!` is shared by every fiber of a worker, and whatever a fiber leaves in one
+//! when it parks is seen by the next fiber that runs there. The rule:
+//!
+//! - **Per-fiber state goes in [`fiber_local!`]**, not in `thread_local!`.
+//! - **Context that a library keeps per thread must not stay set across a park**: a
+//!   `RefCell` borrow, a std lock guard, a tokio `Handle::enter` guard, a scoped default
+//!   subscriber (`tracing::subscriber::set_default`), a logger's scope. Set it and take it down
+//!   between two parks, or keep it outside the fibers (set the subscriber globally; build the
+//!   tokio context into the runtime with the `tokio-compat` feature). Mark such a section with
+//!   [`fiber::no_park`] and a park inside it panics, naming it.
+//! - **tracing's current span is the exception** (feature `tracing`): spindle saves the spans
+//!   a fiber entered when it parks and enters them again when it resumes, so
+//!   `let _e = span.enter();` across a park is correct and each fiber sees only its own spans;
+//!   a fiber inherits its spawner's span ([`fiber::Builder::instrument`] gives another), and
+//!   tasks keep theirs through tracing's `Instrument`, as on tokio. This needs a subscriber
+//!   that tracks the current span (tracing-subscriber's `Registry`, under `fmt` and most
+//!   layers). The subscriber's `enter`/`exit` callbacks then run at every switch of a fiber
+//!   that has spans entered: they must not park.
+//!
+//! # Misuse that is reported, not hung
+//!
+//! A fiber joining itself panics at once; a fiber that parks while holding a
+//! [`fiber::no_park`] marker or a `watch::Ref` panics, naming it; a blocking-style call from
+//! an async task panics naming the async form (in debug builds even when it would not have
+//! waited); a runtime whose every fiber waits for what nothing can bring (a join cycle, a lost
+//! wake-up, a sender kept but never used) fails its `block_on` with the fiber dump, as Go's
+//! "all goroutines are asleep - deadlock!", when that is provable (no thread outside the
+//! runtime exists that could wake it); and the watchdog names a worker held by a computation
+//! or a foreign blocking call (a std lock: `futex`), on every runtime flavour.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
@@ -60,6 +93,7 @@ pub mod sync;
 pub(crate) mod sys;
 pub mod task;
 pub mod time;
+mod trace;
 
 pub use error::{CancelReason, Cancelled, JoinError};
 pub use fiber::{spawn, yield_now, JoinHandle};

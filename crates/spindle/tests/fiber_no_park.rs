@@ -1,5 +1,5 @@
-//! The debug-build detector for state held across a park (`fiber::no_park`, `watch::Ref`).
-#![cfg(debug_assertions)]
+//! The detector for state held across a park (`fiber::no_park`, `watch::Ref`), in debug and
+//! release builds alike.
 
 use std::time::Duration;
 
@@ -58,4 +58,26 @@ fn plain_threads_are_not_checked() {
     let _section = spindle::fiber::no_park("on a thread");
     std::thread::sleep(Duration::from_millis(1));
     spindle::yield_now();
+}
+
+/// A fiber that joins itself panics at once, naming itself, rather than waiting forever (its
+/// own handle reaches it through a oneshot; the panic is caught in the fiber and reported).
+#[test]
+fn a_fiber_joining_itself_panics_at_once() {
+    let rt = spindle::Runtime::new().unwrap();
+    let msg = rt.block_on(|| {
+        let (own_tx, own_rx) = spindle::sync::oneshot::<spindle::JoinHandle<()>>();
+        let (msg_tx, msg_rx) = spindle::sync::oneshot::<String>();
+        let me = spindle::fiber::Builder::new()
+            .name("narcissus")
+            .spawn(move || {
+                let own = own_rx.recv().unwrap();
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| own.join()));
+                msg_tx.send(panic_message(caught.unwrap_err())).unwrap();
+            })
+            .unwrap();
+        own_tx.send(me).unwrap();
+        msg_rx.recv().unwrap()
+    });
+    assert!(msg.contains("narcissus") && msg.contains("joined itself"), "{msg}");
 }

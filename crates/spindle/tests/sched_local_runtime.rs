@@ -22,7 +22,8 @@ fn thread_names() -> Vec<String> {
 
 #[test]
 fn fibers_and_tasks_run_on_the_calling_thread_and_no_worker_thread_starts() {
-    let rt = Builder::new().thread_name("lrt-a").build_local().unwrap();
+    // Without a watchdog (its thread is the only one a local runtime starts by default).
+    let rt = Builder::new().thread_name("lrt-a").long_running_budget(None).build_local().unwrap();
     let me = thread::current().id();
     let (ids, names) = rt.block_on(|| {
         let fibers: Vec<_> = (0..10).map(|_| spindle::spawn(|| thread::current().id())).collect();
@@ -242,4 +243,46 @@ fn build_local_refuses_more_than_one_worker() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("worker_threads"), "{err}");
     assert!(Builder::new().worker_threads(1).build_local().is_ok());
+}
+
+/// `LocalRuntime::dump_fibers` lists the fibers waiting for the next `block_on`, and a
+/// runtime's `Handle::dump_fibers` lists them from any thread.
+#[test]
+fn dump_fibers_on_a_local_runtime_and_through_a_handle() {
+    let rt = Builder::new().build_local().unwrap();
+    let (tx, rx) = spindle::sync::channel::<u8>(1);
+    let waiter = rt.block_on(move || {
+        let waiter =
+            spindle::fiber::Builder::new().name("local-waiter").spawn(move || rx.recv().unwrap()).unwrap();
+        spindle::yield_now();
+        waiter
+    });
+    let dump = rt.dump_fibers();
+    let mine = dump.iter().find(|f| f.name.as_deref() == Some("local-waiter")).expect("listed");
+    assert_eq!(mine.waiting_on, "channel recv");
+    assert!(mine.spawned_at.file().ends_with("sched_local_runtime.rs"), "{}", mine.spawned_at);
+    assert_eq!(
+        rt.block_on(move || {
+            tx.send(4).unwrap();
+            waiter.join().unwrap()
+        }),
+        4
+    );
+    assert!(rt.dump_fibers().iter().all(|f| f.name.as_deref() != Some("local-waiter")));
+
+    let multi = spindle::Runtime::new().unwrap();
+    let (tx, rx) = spindle::sync::channel::<u8>(1);
+    let parked = multi.spawn(move || rx.recv().unwrap());
+    let handle = multi.handle();
+    let found = (0..500).find_map(|_| {
+        let dump = handle.dump_fibers();
+        let hit = dump.into_iter().find(|f| f.waiting_on == "channel recv");
+        if hit.is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        hit
+    });
+    assert!(found.is_some(), "the parked fiber is listed through the handle");
+    tx.send(1).unwrap();
+    parked.join().unwrap();
 }

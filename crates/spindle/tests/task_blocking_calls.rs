@@ -105,3 +105,39 @@ fn the_worker_keeps_serving_after_such_a_panic() {
     let _ = rt.spawn_async(async { spindle::time::sleep(Duration::from_millis(1)) }).join();
     assert_eq!(rt.block_on(|| spindle::spawn(|| 3).join().unwrap()), 3);
 }
+
+/// In builds with debug assertions the waits whose fast path takes no park (a lock that is
+/// free, a channel with room or a value) panic from a task too, whether or not they would
+/// wait: the misuse shows on the first run, not only under contention. An unbounded send
+/// never waits and is no blocking-style call.
+#[cfg(debug_assertions)]
+#[test]
+fn blocking_style_waits_in_a_task_panic_even_when_they_would_not_wait() {
+    use spindle::sync::{channel, unbounded, Mutex, Semaphore, WaitGroup};
+    let rt = runtime();
+    let message =
+        |f: fn() -> ()| panic_message(rt.spawn_async(async move { f() }).join().unwrap_err().into_panic());
+    let lock = message(|| drop(Mutex::new(1).lock()));
+    assert!(lock.contains("`mutex lock` is a blocking-style call") && lock.contains("lock_async"), "{lock}");
+    let send = message(|| channel(4).0.send(1).unwrap());
+    assert!(send.contains("`channel send`"), "{send}");
+    let recv = message(|| {
+        let (tx, rx) = channel(4);
+        tx.try_send(1).unwrap();
+        rx.recv().unwrap();
+    });
+    assert!(recv.contains("`channel recv`"), "{recv}");
+    let acquire = message(|| drop(Semaphore::new(1).acquire()));
+    assert!(acquire.contains("`semaphore acquire`"), "{acquire}");
+    let wait = message(|| WaitGroup::new().wait());
+    assert!(wait.contains("`wait group`"), "{wait}");
+    let unbounded_send = rt
+        .spawn_async(async {
+            let (tx, rx) = unbounded();
+            tx.send(3).unwrap();
+            rx.try_recv().unwrap()
+        })
+        .join()
+        .unwrap();
+    assert_eq!(unbounded_send, 3);
+}

@@ -144,7 +144,8 @@ pub(crate) fn serve<H: Respond>(
                 at += len;
                 conn.header = None;
                 let head_request = req.method() == Method::HEAD;
-                let Ok(res) = conn.watch.shared().handler.respond(req, Busy::untracked(), &origin).await;
+                let handler = &conn.watch.shared().handler;
+                let Ok(res) = crate::trace::respond(handler, req, Busy::untracked(), &origin).await;
                 let close = asked_close || !keep_alive || conn.shutting_down();
                 // The head and a body in memory go into the output buffer here; what cannot (a
                 // large body, a stream) is written by futures boxed apart: they are rare, and this

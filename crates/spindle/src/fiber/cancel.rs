@@ -9,7 +9,9 @@
 //! Invariant: **the reason is never lost.** While a fiber unwinds for cancellation its worker
 //! thread records it ([`begin`] / [`end`]), and spindle's panic hook (installed once, chained
 //! after the hook that was set before: its output comes first, unchanged) adds a line naming
-//! the fiber and saying that the panic happened during cancellation, before the abort.
+//! the fiber and saying that the panic happened during cancellation, before the abort. The
+//! same hook adds a hint to tokio's "no reactor running" panics on a worker
+//! (`report::panic_hint`).
 
 use std::cell::RefCell;
 use std::sync::Once;
@@ -21,6 +23,7 @@ thread_local! {
 
 /// Records that the running fiber starts unwinding for cancellation.
 pub(crate) fn begin(id: u64, name: &str) {
+    crate::trace::fiber_cancelled(id, name);
     CANCELLING.with(|c| *c.borrow_mut() = Some((id, name.to_owned())));
 }
 
@@ -40,6 +43,7 @@ pub(crate) fn install_hook() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             previous(info);
+            crate::report::panic_hint(info);
             let note = CANCELLING.with(|c| c.try_borrow().ok().and_then(|c| c.clone()));
             if let Some((id, name)) = note {
                 crate::report::error(format_args!(

@@ -71,6 +71,12 @@ pub(crate) struct Header {
     pub(crate) waiting_on: Cell<&'static str>,
     /// The fiber's waker, created on first use and dropped when it finishes (owner-only).
     pub(crate) waker: Cell<Option<std::task::Waker>>,
+    /// The span the fiber's body runs in (feature `tracing`, module `fiber::context`): set
+    /// by the spawner before publication, taken by the first run (owner-only). Boxed: a
+    /// `Span` inline made the header too large for the spawn to write it in place (it was
+    /// built aside and copied with `memcpy`, ~30 ns a spawn), and most fibers have none.
+    #[cfg(feature = "tracing")]
+    pub(crate) span: Cell<Option<Box<tracing::Span>>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
     pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
     /// Park word (module `park`): written by the fiber and its unparkers.
@@ -120,6 +126,8 @@ impl Header {
             waiting_on: Cell::new("not started"),
             san: super::sanitizer::Context::default(),
             waker: Cell::new(None),
+            #[cfg(feature = "tracing")]
+            span: Cell::new(None),
             locals: std::cell::RefCell::new(Vec::new()),
             park: ParkState::new(),
             owner: AtomicPtr::new(std::ptr::null_mut()),
@@ -373,9 +381,14 @@ where
         self.phase.set(Phase::Running);
         let result = self.result();
         let phase = &self.phase;
+        #[cfg(feature = "tracing")]
+        let span = header.span.take();
         // The result is written into the slot by the closure that `catch_unwind` calls,
         // rather than returned through it (two copies of the result in `catch_unwind`).
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            // Entered around the body, and exited as it returns or unwinds.
+            #[cfg(feature = "tracing")]
+            let _span = span.map(|span| span.entered());
             let value = job.call();
             // SAFETY: `Running`: the slot holds nothing.
             unsafe { result.write(Ok(value)) };

@@ -43,11 +43,15 @@ impl<T> JoinHandle<T> {
     ///
     /// In an async task on a spindle worker, even when the fiber has finished (so that the
     /// misuse shows the first time, not only when the join would wait): `.await` the handle
-    /// there, or join from a fiber.
+    /// there, or join from a fiber. In the fiber it would wait for (a fiber joining itself).
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         let header = &self.cell.header;
-        match blocking_caller("join") {
+        let caller = blocking_caller("join");
+        if let Caller::Fiber(worker) = caller {
+            refuse_self_join(worker, header);
+        }
+        match caller {
             // A fiber that can only run on the joiner's worker completes on this thread:
             // the cheaper wait (module `park::completion`, "a joiner at home").
             Caller::Fiber(worker) if worker.keeps_for_join(header) => {
@@ -103,7 +107,9 @@ impl<T> JoinHandle<T> {
     /// Waits at most until `deadline` for the fiber to finish; true if it has.
     #[track_caller]
     pub(crate) fn wait_until(&self, deadline: std::time::Instant) -> bool {
-        blocking_caller("join (with timeout)");
+        if let Caller::Fiber(worker) = blocking_caller("join (with timeout)") {
+            refuse_self_join(worker, &self.cell.header);
+        }
         self.cell.header.join.wait_until(&self.joiner, deadline, "join (with timeout)")
     }
 
@@ -138,6 +144,9 @@ impl<T> std::future::Future for JoinHandle<T> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         let this = self.get_mut();
+        if let Some(worker) = crate::sched::worker::current() {
+            refuse_self_join(worker, &this.cell.header);
+        }
         match this.cell.header.join.poll(&this.joiner, cx) {
             std::task::Poll::Ready(()) => std::task::Poll::Ready(this.take()),
             std::task::Poll::Pending => std::task::Poll::Pending,
@@ -149,4 +158,27 @@ impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle").field("id", &self.cell.header.id).field("name", &self.name()).finish()
     }
+}
+
+/// A fiber waiting for itself would wait forever: panic at once instead, naming it. One
+/// comparison of addresses (the running fiber's cell starts with its header).
+#[inline]
+#[track_caller]
+fn refuse_self_join(worker: &crate::sched::worker::Worker, header: &crate::fiber::control::Header) {
+    let me = worker.current_fiber_ptr().map(|p| p.cast::<crate::fiber::control::Header>());
+    if me.is_some_and(|me| std::ptr::eq(me, header)) {
+        self_join(header);
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn self_join(header: &crate::fiber::control::Header) -> ! {
+    panic!(
+        "spindle: fiber {} ({}, spawned at {}) joined itself: it would wait for its own end forever",
+        header.id,
+        header.display_name(),
+        header.site
+    )
 }

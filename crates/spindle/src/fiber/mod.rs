@@ -18,6 +18,7 @@ pub(crate) mod arch;
 pub(crate) mod block;
 pub(crate) mod block_cache;
 pub(crate) mod cancel;
+pub(crate) mod context;
 pub(crate) mod control;
 mod join;
 mod local;

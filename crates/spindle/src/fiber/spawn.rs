@@ -33,6 +33,10 @@ pub struct Builder {
     name: Option<super::Name>,
     stack_size: Option<usize>,
     worker: Option<usize>,
+    /// The span the fiber runs in; `None`: the spawner's current span (feature `tracing`).
+    /// Boxed, as in the header: a builder is moved through every spawn function.
+    #[cfg(feature = "tracing")]
+    span: Option<Box<tracing::Span>>,
 }
 
 impl Builder {
@@ -59,6 +63,26 @@ impl Builder {
     /// place connections themselves (one per worker in turn).
     pub fn worker(mut self, index: usize) -> Builder {
         self.worker = Some(index);
+        self
+    }
+
+    /// Runs the fiber's body inside `span` (feature `tracing`): entered when the body starts,
+    /// exited while the fiber is parked, closed when it ends. Without it, a fiber runs in the
+    /// spawner's current span, as a future wrapped in tracing's `in_current_span` does;
+    /// `instrument(Span::none())` runs it in none.
+    ///
+    /// ```
+    /// # #[cfg(feature = "tracing")] {
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// rt.block_on(|| {
+    ///     let span = tracing::info_span!("request", id = 7);
+    ///     spindle::fiber::Builder::new().instrument(span).spawn(|| tracing::info!("inside")).unwrap().join().unwrap();
+    /// });
+    /// # }
+    /// ```
+    #[cfg(feature = "tracing")]
+    pub fn instrument(mut self, span: tracing::Span) -> Builder {
+        self.span = Some(Box::new(span));
         self
     }
 
@@ -233,6 +257,8 @@ impl Builder {
         let name = self.name;
         let id = FiberId::next().0;
         let site = std::panic::Location::caller();
+        #[cfg(feature = "tracing")]
+        let span = self.span.or_else(super::context::spawner_span);
         let building = block::Vacant::<StageImpl<J, T>>::take().write_header(move || {
             let header = Header::new(id, name, stack_size, site);
             if pinned {
@@ -240,6 +266,11 @@ impl Builder {
             }
             header
         });
+        #[cfg(feature = "tracing")]
+        if let Some(span) = span.filter(|s| !s.is_none()) {
+            building.header().span.set(Some(span));
+        }
+        crate::trace::fiber_spawned(building.header());
         if let Some(worker) = worker {
             // Straight into the header: a stack returned by value and then moved in was
             // copied through temporaries whose reloads stalled on the stores they only partly

@@ -160,6 +160,7 @@ pub(crate) fn unpark(fiber: &FiberRef) {
 #[inline]
 fn unpark_as(fiber: &FiberRef, how: Queued) {
     if fiber.header.park.unpark() {
+        crate::trace::fiber_woken(&fiber.header);
         // We moved it PARKED -> IDLE: queueing it is our duty (one rescheduler), on its owner.
         // SAFETY: a parked fiber forgot its run reference for its one rescheduler, which we
         // now are (module `sched::worker`, "a started fiber owns itself"); `fiber` is a

@@ -24,6 +24,9 @@ pub struct Builder {
     stack_keep_warm: usize,
     thread_name: String,
     malloc_top_pad: Option<usize>,
+    /// Whether workers run inside the tokio bridge's context (feature `tokio-compat`).
+    #[cfg(feature = "tokio-compat")]
+    tokio_context: bool,
 }
 
 impl Default for Builder {
@@ -45,11 +48,25 @@ impl Builder {
             stack_keep_warm: 256,
             thread_name: "spindle-worker".to_owned(),
             malloc_top_pad: Some(crate::sys::malloc::DEFAULT_TOP_PAD),
+            #[cfg(feature = "tokio-compat")]
+            tokio_context: true,
         }
     }
 
-    /// Warn (through the `log` facade) when a fiber or task runs longer than `budget` without
-    /// yielding; `None` turns the watchdog thread off. Default: 100 ms.
+    /// Feature `tokio-compat`: whether the workers run inside the tokio bridge's context
+    /// (default: yes), so that tokio-only code runs unchanged in fibers and tasks (module
+    /// [`compat`](crate::compat)). The bridge's thread is started with the runtime then.
+    #[cfg(feature = "tokio-compat")]
+    pub fn tokio_context(&mut self, enter: bool) -> &mut Builder {
+        self.tokio_context = enter;
+        self
+    }
+
+    /// Warn (through the `log` facade, or tracing) when a fiber or task runs longer than
+    /// `budget` without yielding, saying what the worker's thread is doing (computing, or
+    /// blocked in which system call); the same watchdog thread reports a runtime asleep for
+    /// good ("all fibers are asleep - deadlock!", failing its `block_on`). `None` turns the
+    /// watchdog thread off, on every runtime flavour. Default: 100 ms.
     pub fn long_running_budget(&mut self, budget: Option<std::time::Duration>) -> &mut Builder {
         self.long_running_budget = budget;
         self
@@ -154,8 +171,14 @@ impl Builder {
         for i in 0..n {
             let (rt, worker_services) = (shared.clone(), services.clone());
             let spawned = thread::Builder::new().name(format!("{}-{i}", self.thread_name)).spawn(move || {
+                // For the thread's whole life: every fiber and task of it runs inside.
+                let _tokio = super::enter_tokio(&worker_services);
                 super::enter_worker(worker_services);
-                Worker::new(rt, i).run()
+                let shared = rt.workers[i].clone();
+                let worker = Worker::new(rt, i);
+                shared.in_loop.store(true, Ordering::Release);
+                worker.run();
+                shared.in_loop.store(false, Ordering::Release);
             });
             match spawned {
                 Ok(handle) => {
@@ -169,26 +192,35 @@ impl Builder {
                 }
             }
         }
-        let watchdog = match self.long_running_budget {
-            Some(budget) if !budget.is_zero() => {
-                let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-                let (rt, stop2) = (Arc::downgrade(&shared), stop.clone());
-                thread::Builder::new()
-                    .name(format!("{}-watchdog", self.thread_name))
-                    .spawn(move || metrics::watchdog(rt, budget, stop2))
-                    .ok()
-                    .map(|h| (stop, h))
-            }
-            _ => None,
-        };
+        let watchdog = self.watchdog(&shared, &services, false);
         Ok(Runtime { shared, services, threads, watchdog })
     }
 
+    /// Starts the watchdog thread (unless `long_running_budget` is `None` or zero): the
+    /// warning about a worker held too long, and the deadlock detector.
+    fn watchdog(
+        &self,
+        shared: &Arc<RuntimeShared>,
+        services: &Arc<Services>,
+        local: bool,
+    ) -> Option<(metrics::StopSignal, thread::JoinHandle<()>)> {
+        let budget = self.long_running_budget.filter(|b| !b.is_zero())?;
+        let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (rt, stop2) = (Arc::downgrade(shared), stop.clone());
+        let outside = super::deadlock::RuntimeOutside { services: Arc::downgrade(services), local };
+        let detector = crate::sched::deadlock::Detector::new(Box::new(outside));
+        thread::Builder::new()
+            .name(format!("{}-watchdog", self.thread_name))
+            .spawn(move || metrics::watchdog(rt, budget, stop2, detector))
+            .ok()
+            .map(|h| (stop, h))
+    }
+
     /// Builds a [`LocalRuntime`]: one worker, which is the thread calling its `block_on`,
-    /// and no threads started (module docs of [`LocalRuntime`]). Every setting applies but
-    /// [`long_running_budget`](Self::long_running_budget) (its watchdog is a thread; a local
-    /// runtime has none) and [`thread_name`](Self::thread_name) (only the blocking pool's
-    /// threads are named).
+    /// and no worker thread started (module docs of [`LocalRuntime`]). Every setting applies
+    /// ([`thread_name`](Self::thread_name) names the watchdog's and the blocking pool's
+    /// threads); [`long_running_budget`](Self::long_running_budget)`(None)` leaves out the
+    /// watchdog thread, so that the process stays single-threaded.
     ///
     /// # Errors
     ///
@@ -203,12 +235,8 @@ impl Builder {
             ));
         }
         let (shared, services) = self.parts(1)?;
-        Ok(LocalRuntime::new_on_this_thread(Runtime {
-            shared,
-            services,
-            threads: Vec::new(),
-            watchdog: None,
-        }))
+        let watchdog = self.watchdog(&shared, &services, true);
+        Ok(LocalRuntime::new_on_this_thread(Runtime { shared, services, threads: Vec::new(), watchdog }))
     }
 
     /// What every runtime has: the shared state of `n` workers and the services.
@@ -250,6 +278,7 @@ impl Builder {
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
             spawn_gate: std::sync::RwLock::new(false),
+            waiters: Default::default(),
         });
         let services = Arc::new(Services {
             blocking: Arc::new(crate::blocking::BlockingPool::new(
@@ -263,7 +292,14 @@ impl Builder {
                 format!("{}-file", self.thread_name),
             )),
             shutdown: crate::shutdown::ShutdownToken::new(),
+            #[cfg(feature = "tokio-compat")]
+            tokio_context: self.tokio_context,
         });
+        #[cfg(feature = "tokio-compat")]
+        if self.tokio_context {
+            // Started now rather than at a worker's first need: its thread exists from here on.
+            crate::compat::bridge();
+        }
         Ok((shared, services))
     }
 }

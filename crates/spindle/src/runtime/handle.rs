@@ -83,6 +83,19 @@ impl Handle {
         worker::current().is_some_and(|w| Arc::ptr_eq(&w.rt, &self.shared))
     }
 
+    /// Every started, unfinished fiber of the runtime: id, name, owner worker, what it is
+    /// parked on and where it was spawned (see [`Runtime::dump_fibers`](crate::Runtime::dump_fibers)).
+    /// From a fiber it parks, from a thread it blocks, until every worker has listed its own;
+    /// on a [`LocalRuntime`](crate::LocalRuntime)'s handle, that is during its next `block_on`.
+    ///
+    /// # Panics
+    ///
+    /// On a local runtime's own thread outside its `block_on` (nothing would run its worker):
+    /// use [`LocalRuntime::dump_fibers`](crate::LocalRuntime::dump_fibers) there.
+    pub fn dump_fibers(&self) -> Vec<crate::FiberInfo> {
+        super::dump_fibers(&self.shared)
+    }
+
     /// The runtime's shutdown token (see [`Runtime::shutdown_token`](crate::Runtime::shutdown_token)).
     pub fn shutdown_token(&self) -> crate::shutdown::ShutdownToken {
         self.services.shutdown.clone()

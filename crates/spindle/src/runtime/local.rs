@@ -21,6 +21,7 @@
 
 use std::io;
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 
 use super::{BlockOn, Handle, Runtime};
 use crate::fiber::{self, JoinHandle};
@@ -29,10 +30,12 @@ use crate::sched::worker::{self, Exit, Worker};
 /// A spindle runtime without worker threads: the thread that builds it is its one worker,
 /// and runs its fibers and tasks while it is inside [`block_on`](Self::block_on).
 ///
-/// The process stays single-threaded (until something starts the blocking pool): the shape
-/// of tokio's `current_thread` runtime, and the cheaper one for a single-core service, a
-/// test, or a tool (one thread's socket calls, allocator and file table skip the atomics a
-/// multi-threaded process pays). Fibers and tasks spawned in a `block_on` that has returned
+/// No worker thread is started: the shape of tokio's `current_thread` runtime, and the
+/// cheaper one for a single-core service, a test, or a tool. Its watchdog (which warns about
+/// a fiber holding the worker and reports deadlocks) is a thread; with
+/// `Builder::long_running_budget(None)` there is none and the process stays single-threaded
+/// (until something starts the blocking pool), so its socket calls, allocator and file table
+/// skip the atomics a multi-threaded process pays. Fibers and tasks spawned in a `block_on` that has returned
 /// (parked on a socket, a timer, a channel) go on at the next `block_on`; spawns from other
 /// threads through [`handle`](Self::handle) run then too. Dropping the runtime cancels what
 /// is left, on this thread.
@@ -86,7 +89,8 @@ impl LocalRuntime {
     /// # Panics
     ///
     /// When called inside a spindle runtime's fiber or task (of this or another runtime):
-    /// spawn a fiber and join it instead.
+    /// spawn a fiber and join it instead. When every fiber and task is asleep for good, with
+    /// the fiber dump, as [`Runtime::block_on`].
     #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         assert!(
@@ -100,9 +104,23 @@ impl LocalRuntime {
         })
         .expect("spawn the block_on fiber");
         let _services = super::enter_services(self.rt.services.clone());
+        let _tokio = super::enter_tokio(&self.rt.services);
+        let shared = &self.rt.shared;
+        let ticket = shared.waiters.enter();
+        let _leave = super::deadlock::Leave(shared, ticket);
+        shared.workers[0].in_loop.store(true, Ordering::Release);
         let exit = self.worker.run_loop();
+        shared.workers[0].in_loop.store(false, Ordering::Release);
         assert_eq!(exit, Exit::Left, "a local runtime's loop stopped inside block_on");
-        debug_assert!(handle.is_finished(), "the loop was left before the block_on fiber ended");
+        if !handle.is_finished() {
+            // Left for a deadlock report (module `sched::deadlock`): the block_on fiber
+            // stays parked with the others, for the drop to cancel.
+            let report = shared.waiters.failed(ticket);
+            panic!(
+                "{}",
+                report.as_deref().unwrap_or("spindle: the loop was left before the block_on fiber ended")
+            );
+        }
         super::join_block_on(handle)
     }
 
@@ -147,6 +165,13 @@ impl LocalRuntime {
         self.rt.shutdown_token()
     }
 
+    /// Every started, unfinished fiber of the runtime: id, name, what it is parked on and
+    /// where it was spawned (see [`Runtime::dump_fibers`]). Read directly from the worker,
+    /// which runs only inside `block_on`: the fibers listed are those waiting for the next one.
+    pub fn dump_fibers(&self) -> Vec<crate::FiberInfo> {
+        self.worker.dump()
+    }
+
     /// A snapshot of the worker's counters.
     pub fn metrics(&self) -> Vec<crate::sched::metrics::WorkerMetrics> {
         self.rt.metrics()
@@ -179,6 +204,7 @@ impl Drop for LocalRuntime {
             return;
         }
         let _services = super::enter_services(self.rt.services.clone());
+        let _tokio = super::enter_tokio(&self.rt.services);
         let exit = self.worker.run_loop();
         debug_assert_eq!(exit, Exit::Stopped);
         // `rt`'s own drop follows: the blocking pool, and whatever was injected after the

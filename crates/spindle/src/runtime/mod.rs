@@ -21,6 +21,7 @@
 
 pub(crate) mod block_on;
 mod builder;
+mod deadlock;
 pub(crate) mod handle;
 mod local;
 
@@ -104,7 +105,21 @@ pub(crate) struct Services {
     /// The pool of file system calls (`Builder::max_file_threads`).
     pub(crate) files: Arc<BlockingPool>,
     pub(crate) shutdown: ShutdownToken,
+    /// Whether the workers enter the tokio bridge's context (`Builder::tokio_context`).
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio_context: bool,
 }
+
+/// The tokio bridge's context entered on this thread while the guard lives, when the runtime
+/// asks for it (feature `tokio-compat`, module `compat`); nothing otherwise.
+#[cfg(feature = "tokio-compat")]
+fn enter_tokio(services: &Services) -> Option<tokio::runtime::EnterGuard<'static>> {
+    services.tokio_context.then(crate::compat::enter_context)
+}
+
+/// Without the feature: nothing to enter.
+#[cfg(not(feature = "tokio-compat"))]
+fn enter_tokio(_: &Services) {}
 
 std::thread_local! {
     static SERVICES: std::cell::RefCell<Option<Arc<Services>>> = const { std::cell::RefCell::new(None) };
@@ -146,6 +161,32 @@ fn join_block_on<T>(handle: JoinHandle<T>) -> T {
     }
 }
 
+/// Every started, unfinished fiber of `rt`: each worker lists its own, in a task on its
+/// loop (`Runtime::dump_fibers`, `Handle::dump_fibers`).
+///
+/// # Panics
+///
+/// On the thread of a local runtime outside its `block_on`: nothing would run the tasks
+/// (`LocalRuntime::dump_fibers` lists them directly).
+pub(crate) fn dump_fibers(rt: &RuntimeShared) -> Vec<metrics::FiberInfo> {
+    let here = thread::current().id();
+    assert!(
+        worker::current().is_some() || !rt.workers.iter().any(|w| w.thread.get() == Some(&here)),
+        "Handle::dump_fibers called on a LocalRuntime's thread outside its block_on: nothing runs \
+         its worker there; use LocalRuntime::dump_fibers"
+    );
+    let handles: Vec<_> = rt
+        .workers
+        .iter()
+        .map(|w| {
+            crate::task::spawn_pinned(w.clone(), async {
+                worker::current().map(|w| w.dump()).unwrap_or_default()
+            })
+        })
+        .collect();
+    handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+}
+
 /// The services of the runtime whose worker runs the caller, if the caller is on a worker.
 pub(crate) fn services() -> Option<Arc<Services>> {
     SERVICES.with(|s| s.borrow().clone())
@@ -171,7 +212,11 @@ impl Runtime {
     /// # Panics
     ///
     /// When called from a fiber of this same runtime (that would block the worker the fiber
-    /// waits for): spawn and join instead.
+    /// waits for): spawn and join instead. When the runtime is asleep for good (every fiber
+    /// and task waits with no timer, no I/O and no thread outside the runtime that could wake
+    /// them: a join cycle, a lost wake-up, a sender kept but never used), with the fiber dump
+    /// (also printed on stderr), as Go's "all goroutines are asleep - deadlock!" (the rule:
+    /// `docs/ARCHITECTURE.md`, "Deadlocks and misuse").
     #[track_caller]
     pub fn block_on<M, B: BlockOn<M>>(&self, body: B) -> B::Output {
         if let Some(worker) = worker::current() {
@@ -184,7 +229,7 @@ impl Runtime {
             .name("block_on")
             .spawn_on(self, move || body.run())
             .expect("spawn the block_on fiber");
-        join_block_on(handle)
+        deadlock::wait_block_on(&self.shared, handle)
     }
 
     /// Spawns a fiber on this runtime from any thread.
@@ -226,17 +271,7 @@ impl Runtime {
     /// parked on. Each worker lists its own fibers (in a task on its loop), so the call waits
     /// for every worker to get there: from a fiber it parks, from a thread it blocks.
     pub fn dump_fibers(&self) -> Vec<metrics::FiberInfo> {
-        let handles: Vec<_> = self
-            .shared
-            .workers
-            .iter()
-            .map(|w| {
-                crate::task::spawn_pinned(w.clone(), async {
-                    worker::current().map(|w| w.dump()).unwrap_or_default()
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        dump_fibers(&self.shared)
     }
 
     /// A cheap, cloneable handle that spawns on this runtime from any thread (module docs of

@@ -7,6 +7,8 @@
 //! because blocking there would stall every fiber and task of the worker. Every blocking-style
 //! entry point (`time::sleep`, socket reads and writes, file system calls, child waits, joins,
 //! channel and lock waits) asks [`blocking_caller`] first; `park::park_on` asks it for the rest.
+//! The waits whose fast path takes no park (channels, locks, wait groups, semaphores, ...)
+//! ask [`check_entry`] on entry, which checks in builds with debug assertions.
 
 use super::worker::{self, Worker};
 
@@ -32,6 +34,18 @@ pub(crate) fn blocking_caller(call: &str) -> Caller {
         Some(w) if w.in_fiber() => Caller::Fiber(w),
         Some(_) => from_a_task(call),
         None => Caller::Thread,
+    }
+}
+
+/// The check at the entry of a blocking-style wait that looks only when it would park
+/// (channels, locks, wait groups, ...): in builds with debug assertions, a call from an async
+/// task panics at once, whether or not it would have waited (so that the misuse shows on the
+/// first run, not only under contention); release builds check only when the call parks.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_entry(call: &str) {
+    if cfg!(debug_assertions) {
+        let _ = blocking_caller(call);
     }
 }
 

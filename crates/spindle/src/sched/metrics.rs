@@ -9,7 +9,10 @@
 //! - The watchdog only reads: a worker's `progress` counter (bumped at every switch and task
 //!   poll) and whether it is inside `epoll_wait`. A worker that is awake, not idle, and whose
 //!   counter has not moved for longer than the budget is running one fiber or task that has not
-//!   yielded; the watchdog logs a warning naming the fiber id it published, once per stall.
+//!   yielded; the watchdog logs a warning naming the fiber id it published, once per stall,
+//!   and what the worker's thread is doing (computing, or blocked in which system call:
+//!   module `stuck`). A local runtime's worker is watched only while its loop runs.
+//! - The watchdog also looks for a runtime asleep for good (module `deadlock`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -122,7 +125,12 @@ impl WorkerStats {
 /// Tells the watchdog thread to stop (a flag and the condvar it sleeps on).
 pub(crate) type StopSignal = std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
 
-pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Duration, stop: StopSignal) {
+pub(crate) fn watchdog(
+    rt: std::sync::Weak<super::RuntimeShared>,
+    budget: Duration,
+    stop: StopSignal,
+    mut deadlocks: super::deadlock::Detector,
+) {
     let mut last: Vec<(u64, Instant, bool)> = Vec::new();
     loop {
         {
@@ -141,7 +149,9 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
         for (w, seen) in rt.workers.iter().zip(last.iter_mut()) {
             let stats = &w.stats;
             let progress = stats.progress.load(Ordering::Relaxed);
-            if progress != seen.0 || stats.sleeping.load(Ordering::Relaxed) {
+            // A local runtime's worker runs only inside `block_on`.
+            let in_loop = w.in_loop.load(Ordering::Relaxed);
+            if progress != seen.0 || stats.sleeping.load(Ordering::Relaxed) || !in_loop {
                 *seen = (progress, Instant::now(), false);
                 continue;
             }
@@ -156,15 +166,17 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                 });
                 let fiber = stats.running_fiber.load(Ordering::Relaxed);
                 let site = stats.running_site.load(Ordering::Relaxed);
+                let doing = super::stuck::describe(w.tid.load(Ordering::Relaxed))
+                    .map_or_else(String::new, |d| format!("; {d}"));
                 if fiber != 0 {
                     // SAFETY: a non-null site is a `&'static Location` a switch published.
                     let site =
                         unsafe { site.as_ref() }.map_or_else(String::new, |l| format!(", spawned at {l}"));
                     crate::report::warn(format_args!(
                         "spindle: fiber {fiber} has held worker {} for {} ms without yielding \
-                         (budget {} ms{site}){handed}; long computations belong in spawn_blocking, \
-                         and a foreign blocking call (a std lock, another executor's block_on) \
-                         blocks the whole worker",
+                         (budget {} ms{site}){doing}{handed}; long computations belong in \
+                         spawn_blocking, and a foreign blocking call (a std lock, another \
+                         executor's block_on) blocks the whole worker",
                         w.index,
                         stalled.as_millis(),
                         budget.as_millis()
@@ -172,7 +184,7 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                 } else {
                     crate::report::warn(format_args!(
                         "spindle: a task or the event loop has held worker {} for {} ms without \
-                         yielding (budget {} ms){handed}",
+                         yielding (budget {} ms){doing}{handed}",
                         w.index,
                         stalled.as_millis(),
                         budget.as_millis()
@@ -180,6 +192,7 @@ pub(crate) fn watchdog(rt: std::sync::Weak<super::RuntimeShared>, budget: Durati
                 }
             }
         }
+        deadlocks.look(&rt);
     }
 }
 

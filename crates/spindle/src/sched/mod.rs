@@ -20,9 +20,11 @@
 //! never ends keeps `join` from returning.
 
 pub(crate) mod caller;
+pub(crate) mod deadlock;
 pub(crate) mod idle;
 pub(crate) mod metrics;
 pub(crate) mod registry;
+pub(crate) mod stuck;
 pub(crate) mod task_ref;
 pub(crate) mod worker;
 
@@ -85,6 +87,60 @@ pub(crate) struct RuntimeShared {
     /// hold the read lock from their check to their push, so that every spawn either lands
     /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).
     pub(crate) spawn_gate: std::sync::RwLock<bool>,
+    /// The threads waiting in `block_on`, and the deadlocks declared (module `deadlock`).
+    pub(crate) waiters: BlockOnWaiters,
+}
+
+/// The threads waiting in a runtime's `block_on` (counted by the deadlock detector as
+/// quiet), and the deadlock reports that fail them.
+#[derive(Debug, Default)]
+pub(crate) struct BlockOnWaiters {
+    state: std::sync::Mutex<WaitersState>,
+}
+
+#[derive(Debug, Default)]
+struct WaitersState {
+    threads: Vec<(u64, std::thread::Thread)>,
+    next_ticket: u64,
+    /// The last report, and the ticket count when it was made: waiters with a smaller
+    /// ticket fail with it.
+    declared: Option<(u64, std::sync::Arc<str>)>,
+}
+
+impl BlockOnWaiters {
+    /// Registers the calling thread as waiting in `block_on`; returns its ticket.
+    pub(crate) fn enter(&self) -> u64 {
+        let mut state = crate::lock::lock(&self.state);
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.threads.push((ticket, std::thread::current()));
+        ticket
+    }
+
+    /// The waiter `ticket` leaves.
+    pub(crate) fn leave(&self, ticket: u64) {
+        crate::lock::lock(&self.state).threads.retain(|(t, _)| *t != ticket);
+    }
+
+    /// How many threads wait in `block_on` now.
+    pub(crate) fn count(&self) -> usize {
+        crate::lock::lock(&self.state).threads.len()
+    }
+
+    /// Fails every waiter registered so far with `report`, and wakes them.
+    pub(crate) fn fail_all(&self, report: std::sync::Arc<str>) {
+        let mut state = crate::lock::lock(&self.state);
+        state.declared = Some((state.next_ticket, report));
+        for (_, thread) in &state.threads {
+            thread.unpark();
+        }
+    }
+
+    /// The report that fails waiter `ticket`, if one was made since it registered.
+    pub(crate) fn failed(&self, ticket: u64) -> Option<std::sync::Arc<str>> {
+        let state = crate::lock::lock(&self.state);
+        state.declared.as_ref().filter(|(upto, _)| ticket < *upto).map(|(_, report)| report.clone())
+    }
 }
 
 impl RuntimeShared {

@@ -153,7 +153,9 @@ fn list<T>(s: &mut State<T>) -> &mut WaitList {
 
 impl<T: Clone> Receiver<T> {
     /// The next value, waiting while there is none.
+    #[track_caller]
     pub fn recv(&mut self) -> Result<T, RecvError> {
+        crate::sched::caller::check_entry("broadcast recv");
         let next = &mut self.next;
         let got =
             Wait::new(&self.shared, list, pass_none).block(None, "broadcast recv", |s, _| round(s, next));
@@ -178,7 +180,9 @@ impl<T: Clone> Receiver<T> {
         self.recv_until(Some(deadline))
     }
 
+    #[track_caller]
     fn recv_until(&mut self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
+        crate::sched::caller::check_entry("broadcast recv (with timeout)");
         let next = &mut self.next;
         match Wait::new(&self.shared, list, pass_none).block(
             deadline,

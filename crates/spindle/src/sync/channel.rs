@@ -95,7 +95,11 @@ pub enum TryRecvError {
 
 impl<T> Sender<T> {
     /// Sends `value`, waiting while a bounded channel is full.
+    #[track_caller]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        if cfg!(debug_assertions) && lock(&self.chan.state).cap.is_some() {
+            crate::sched::caller::check_entry("channel send");
+        }
         let mut wait = Leave { chan: &self.chan, node: None, role: Role::Sender };
         let mut value = value;
         loop {
@@ -149,7 +153,9 @@ impl<T> Sender<T> {
 impl<T> Receiver<T> {
     /// Receives a value, waiting while the channel is empty; `Err` once it is empty and every
     /// sender is gone.
+    #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
+        crate::sched::caller::check_entry("channel recv");
         let mut wait = Leave { chan: &self.chan, node: None, role: Role::Receiver };
         loop {
             let mut state = lock(&self.chan.state);

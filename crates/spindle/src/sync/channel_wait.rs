@@ -117,7 +117,9 @@ impl<T> Sender<T> {
         self.send_until(value, Some(deadline))
     }
 
+    #[track_caller]
     fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
+        crate::sched::caller::check_entry("channel send (with timeout)");
         let mut value = Some(value);
         let mut wait = Wait::new(&self.chan.state, send_list, send_pass_on);
         match wait.block(deadline, "channel send (with timeout)", |s, _| send_round(s, &mut value)) {
@@ -169,7 +171,9 @@ impl<T> Receiver<T> {
         self.recv_until(Some(deadline))
     }
 
+    #[track_caller]
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        crate::sched::caller::check_entry("channel recv (with timeout)");
         let mut wait = Wait::new(&self.chan.state, recv_list, recv_pass_on);
         match wait.block(deadline, "channel recv (with timeout)", |s, _| recv_round(s)) {
             Some(Ok((value, wake))) => {

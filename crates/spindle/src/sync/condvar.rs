@@ -102,11 +102,13 @@ impl Condvar {
         self.wait_until(guard, Some(deadline))
     }
 
+    #[track_caller]
     fn wait_until<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
         deadline: Option<Instant>,
     ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
+        crate::sched::caller::check_entry("condvar");
         let mutex: &'a Mutex<T> = guard.mutex;
         let mut guard = Some(guard);
         let notified = Wait::new(&self.waiters, list, pass_on).block(deadline, "condvar", |_, woken| {

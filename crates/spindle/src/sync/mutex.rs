@@ -72,7 +72,9 @@ impl<T> Mutex<T> {
 
 impl<T: ?Sized> Mutex<T> {
     /// Locks the mutex, parking the fiber (or blocking the thread) while another holds it.
+    #[track_caller]
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        crate::sched::caller::check_entry("mutex lock");
         if self.try_acquire() {
             return MutexGuard { mutex: self };
         }
@@ -99,7 +101,9 @@ impl<T: ?Sized> Mutex<T> {
         self.lock_until(Some(deadline))
     }
 
+    #[track_caller]
     fn lock_until(&self, deadline: Option<std::time::Instant>) -> Option<MutexGuard<'_, T>> {
+        crate::sched::caller::check_entry("mutex lock (with timeout)");
         if self.try_acquire() {
             return Some(MutexGuard { mutex: self });
         }

@@ -92,7 +92,9 @@ impl Notify {
     }
 
     /// Waits for a notification (parks the fiber, or blocks the thread).
+    #[track_caller]
     pub fn wait(&self) {
+        crate::sched::caller::check_entry("notify");
         Wait::new(&self.state, list, pass_on).block(None, "notify", take);
     }
 

@@ -66,7 +66,9 @@ impl<T> Sender<T> {
 
 impl<T> Receiver<T> {
     /// Waits for the value; `Err` if the sender was dropped without sending.
+    #[track_caller]
     pub fn recv(self) -> Result<T, RecvError> {
+        crate::sched::caller::check_entry("oneshot recv");
         loop {
             let mut state = lock(&self.shared);
             if let Some(value) = state.value.take() {
@@ -102,7 +104,9 @@ impl<T> Receiver<T> {
         self.recv_until(Some(deadline))
     }
 
+    #[track_caller]
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        crate::sched::caller::check_entry("oneshot recv (with timeout)");
         loop {
             let mut state = lock(&self.shared);
             if let Some(value) = state.value.take() {

@@ -120,13 +120,17 @@ impl<T> RwLock<T> {
 
 impl<T: ?Sized> RwLock<T> {
     /// Shared access, waiting while a writer holds the lock or waits for it.
+    #[track_caller]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        crate::sched::caller::check_entry("rwlock read");
         Wait::new(&self.state, read_list, read_pass_on).block(None, "rwlock read", take_read);
         RwLockReadGuard { lock: self }
     }
 
     /// Exclusive access, waiting while anyone holds the lock.
+    #[track_caller]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        crate::sched::caller::check_entry("rwlock write");
         Wait::new(&self.state, write_list, write_pass_on).block(None, "rwlock write", take_write);
         RwLockWriteGuard { lock: self }
     }
@@ -149,7 +153,9 @@ impl<T: ?Sized> RwLock<T> {
         self.read_until(Some(deadline))
     }
 
+    #[track_caller]
     fn read_until(&self, deadline: Option<Instant>) -> Option<RwLockReadGuard<'_, T>> {
+        crate::sched::caller::check_entry("rwlock read (with timeout)");
         Wait::new(&self.state, read_list, read_pass_on)
             .block(deadline, "rwlock read (with timeout)", take_read)
             .map(|()| RwLockReadGuard { lock: self })
@@ -165,7 +171,9 @@ impl<T: ?Sized> RwLock<T> {
         self.write_until(Some(deadline))
     }
 
+    #[track_caller]
     fn write_until(&self, deadline: Option<Instant>) -> Option<RwLockWriteGuard<'_, T>> {
+        crate::sched::caller::check_entry("rwlock write (with timeout)");
         Wait::new(&self.state, write_list, write_pass_on)
             .block(deadline, "rwlock write (with timeout)", take_write)
             .map(|()| RwLockWriteGuard { lock: self })

@@ -61,11 +61,11 @@ pub struct Receiver<T> {
 }
 
 /// A read lock on the current value. It holds an internal (thread) lock: drop it before
-/// waiting on anything, never hold it across a park or an `.await` (debug builds panic if a
-/// fiber parks while one is alive).
+/// waiting on anything, never hold it across a park or an `.await` (a fiber that parks while
+/// one is alive panics, naming it, in every build).
 pub struct Ref<'a, T> {
     guard: MutexGuard<'a, State<T>>,
-    /// Debug builds: parking while a `Ref` is alive panics (module `fiber::no_park`).
+    /// Parking while a `Ref` is alive panics (module `fiber::no_park`).
     _no_park: crate::fiber::NoPark,
 }
 
@@ -160,7 +160,9 @@ impl<T> Receiver<T> {
 
     /// Waits for a value not yet seen, and marks it seen; `Err` once the sender is gone and
     /// nothing new is left.
+    #[track_caller]
     pub fn changed(&mut self) -> Result<(), RecvError> {
+        crate::sched::caller::check_entry("watch changed");
         let seen = &mut self.seen;
         Wait::new(&self.shared, list, pass_none)
             .block(None, "watch changed", |s, _| round(s, seen))
@@ -177,7 +179,9 @@ impl<T> Receiver<T> {
         self.changed_until(Some(deadline))
     }
 
+    #[track_caller]
     fn changed_until(&mut self, deadline: Option<Instant>) -> Option<Result<(), RecvError>> {
+        crate::sched::caller::check_entry("watch changed (with timeout)");
         let seen = &mut self.seen;
         Wait::new(&self.shared, list, pass_none)
             .block(deadline, "watch changed (with timeout)", |s, _| round(s, seen))

@@ -59,14 +59,17 @@ where
     F::Output: Send + 'static,
 {
     pub(super) fn new(home: Home, future: F, registered: bool, batched: bool) -> Arc<Task<F>> {
-        Arc::new(Task {
+        let task = Arc::new(Task {
             state: TaskState::new(),
             registered: AtomicBool::new(registered),
             batched,
             home,
             stage: UnsafeCell::new(Stage::Pending(future)),
             completion: Completion::new(),
-        })
+        });
+        // Tasks have no id of their own: the address names one while it lives.
+        crate::trace::task_spawned(Arc::as_ptr(&task) as *const () as u64);
+        task
     }
 
     /// Queues the task, which the caller has just moved to SCHEDULED ("one queue entry"):
@@ -122,6 +125,7 @@ where
     /// The handle's abort: mark it, and queue it if idle so that a worker drops the future
     /// promptly.
     pub(super) fn abort(self: &Arc<Self>) {
+        crate::trace::task_cancelled(Arc::as_ptr(self) as *const () as u64);
         self.state.set_aborted();
         if self.state.schedule_idle() {
             self.queue(Queued::Back);

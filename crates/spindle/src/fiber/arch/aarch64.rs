@@ -109,3 +109,12 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
     }
     sp as usize
 }
+
+/// Links a fresh stack to the context that saves its stack pointer in `*slot`, for unwinders
+/// (module `fiber::arch::x86_64`, "Stacks linked for debuggers"). Not done on aarch64: a
+/// backtrace stops at the fiber's entry.
+///
+/// # Safety
+///
+/// As on x86_64 (nothing is written here).
+pub(crate) unsafe fn link_stack(_top: *mut u8, _slot: *const usize) {}

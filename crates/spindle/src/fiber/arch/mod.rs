@@ -10,6 +10,9 @@
 //! - `unsafe fn init_stack(top, entry, data) -> usize`: writes an initial frame below `top` so
 //!   that the first `switch` to the returned stack pointer calls `entry(arg, data)` on that
 //!   stack. `entry` must never return.
+//! - `unsafe fn link_stack(top, slot)`: links a fresh stack to the context that saves its
+//!   stack pointer in `*slot`, so that unwinders continue from the fiber into that context's
+//!   frames (x86_64; a no-op on aarch64).
 //!
 //! Contract shared by all back ends: the stack passed to `init_stack` must be writable from
 //! `top` down for at least [`INIT_FRAME_BYTES`] and must have a guard page below it; `top` must
@@ -19,13 +22,13 @@
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 #[allow(unused_imports)] // INIT_FRAME_BYTES documents the contract and is used by tests
-pub(crate) use x86_64::{init_stack, switch, INIT_FRAME_BYTES};
+pub(crate) use x86_64::{init_stack, link_stack, switch, INIT_FRAME_BYTES};
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
 #[allow(unused_imports)]
-pub(crate) use aarch64::{init_stack, switch, INIT_FRAME_BYTES};
+pub(crate) use aarch64::{init_stack, link_stack, switch, INIT_FRAME_BYTES};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("spindle supports x86_64 and aarch64 Linux only");

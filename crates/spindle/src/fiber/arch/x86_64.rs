@@ -43,11 +43,27 @@
 //! address is [`trampoline`]:
 //!
 //! ```text
-//!  top -  8  | 0 (padding)            |  keeps the entry's stack 16-aligned
+//!  top -  8  | link (or 0)            |  keeps the entry's stack 16-aligned; see below
 //!  top - 16  | data                   |
 //!  top - 24  | entry                  |
 //!  top - 32  | trampoline             |  <- initial saved stack pointer
 //! ```
+//!
+//! # Stacks linked for debuggers
+//!
+//! The top word of a fiber's stack holds the *link* ([`link_stack`]): the address of the slot
+//! where the context that runs the fiber's scheduler (the worker's loop, in
+//! `resume_from_scheduler`) saves its stack pointer when it switches away. The trampoline's
+//! unwind information (DWARF CFI) computes its caller's frame from it: the canonical frame
+//! address is `*(*link) + 24`, the return address is the resume address saved there, and
+//! `rbx`/`rbp` are the two words above it (the suspended layout drawn above). So a backtrace
+//! taken in a fiber (gdb's `bt`, `std::backtrace`, perf with DWARF unwinding) goes on from the
+//! fiber's entry into the worker's loop and the thread's own frames, as corosensei links a
+//! coroutine to its resumer. The scheduler context is suspended whenever a fiber runs (fibers
+//! switch to one another directly, but the loop stays suspended where it last resumed one), so
+//! the slot always holds a live stack pointer; a stack without a link (0: the raw round trips
+//! of the benchmarks) ends the backtrace at the trampoline, as before. The link is written once
+//! per start: a fiber never changes worker.
 
 use core::arch::{asm, naked_asm};
 
@@ -167,22 +183,51 @@ pub(crate) fn check_float_env() {
 /// `ret` of that context mispredicted too, one entry off). Without it, a fiber whose last
 /// switch happens in the entry function's own frame (`fiber_entry` inlines its end) leaves
 /// the return stack buffer as the context it resumes left it.
+///
+/// Unwind information: until the entry is entered, the frame is the outermost one (a
+/// backtrace stops); from the emulated call on, its caller is the context the link names
+/// (module doc, "Stacks linked for debuggers"). Its rules are written for the call site as
+/// unwinders see it from the entry's frame: `rsp` as before the return address was pushed
+/// (`top - 16`), so the link is at `rsp + 8`.
 #[unsafe(naked)]
 unsafe extern "C" fn trampoline() -> ! {
     naked_asm!(
         ".cfi_startproc",      // unwind info for this frame...
-        ".cfi_undefined rip",  // ...saying it is the outermost one: backtraces stop here
+        ".cfi_undefined rip",  // ...outermost while it sets the entry up: backtraces stop here
         "pop rax",             // the entry function
         "pop rsi",             // second argument: the data pointer
         "sub rsp, 8",          // rsp = top - 16: 16-aligned, as the ABI wants before a call
         "lea rcx, [rip + 3f]", // the return address a `call` would push, inside this frame
-        "push rcx",            // so unwinders find this frame (and stop at it)
-        "mov rdi, rdx",        // first argument: the value passed to `switch`
-        "jmp rax",             // entry(arg, data), on this stack, as if called
+        "push rcx",            // so unwinders find this frame
+        // From here, as seen from the entry's frame (rsp = top - 16): the caller's CFA is
+        // *(*(rsp + 8)) + 24, i.e. DW_CFA_def_cfa_expression, 6 bytes: DW_OP_breg7 (rsp) 8,
+        // DW_OP_deref (the link: the slot's address), DW_OP_deref (the saved stack pointer),
+        // DW_OP_plus_uconst 24 (past the resume address, rbx and rbp).
+        ".cfi_escape 0x0f, 0x06, 0x77, 0x08, 0x06, 0x06, 0x23, 0x18",
+        ".cfi_offset rip, -24", // the resume address, at the saved stack pointer
+        ".cfi_offset rbx, -16", // then rbx
+        ".cfi_offset rbp, -8",  // then rbp
+        "mov rdi, rdx",         // first argument: the value passed to `switch`
+        "jmp rax",              // entry(arg, data), on this stack, as if called
         "3:",
         "ud2", // entry never returns; trap if it does
         ".cfi_endproc",
     )
+}
+
+/// Links a fresh stack prepared by [`init_stack`] below `top` to the context that saves its
+/// stack pointer in `*slot` (module doc, "Stacks linked for debuggers"): unwinders continue
+/// from the fiber's entry into that context's frames.
+///
+/// # Safety
+///
+/// `top` is the top given to [`init_stack`], before the stack first runs. `*slot` must hold
+/// the saved stack pointer of a suspended context (saved by [`switch`]) whenever code runs on
+/// the stack, for as long as it is in use: unwinders read it.
+pub(crate) unsafe fn link_stack(top: *mut u8, slot: *const usize) {
+    // SAFETY: the top word is the padding slot `init_stack` wrote (the caller's contract),
+    // 8-aligned since `top` is 16-aligned.
+    unsafe { top.cast::<u64>().wrapping_sub(1).write(slot as u64) };
 }
 
 /// Writes the initial frame of a fresh stack whose highest usable address is `top` and returns

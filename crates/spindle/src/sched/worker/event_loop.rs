@@ -193,7 +193,8 @@ impl Worker {
         }
         let stats = &self.shared.stats;
         bump(&stats.sleeps, 1);
-        stats.sleeping.store(true, Ordering::Relaxed);
+        self.shared.sleep_untimed.store(timeout.is_none(), Ordering::Relaxed);
+        stats.sleeping.store(true, Ordering::Release);
         // The sleep statistics and the trim: the coarse clock, before and after.
         let slept_from = coarse_clock::now_ns();
         let (ready, slept_to) = {

@@ -243,6 +243,10 @@ impl Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         let deque = rt.workers[index].take_deque();
         let run_queue = rt.workers[index].run_queue.clone();
+        // Worker::new runs on the worker's thread: its kernel id, for the watchdog.
+        rt.workers[index]
+            .tid
+            .store(crate::sched::stuck::this_thread_tid(), std::sync::atomic::Ordering::Relaxed);
         Worker {
             shared: rt.workers[index].clone(),
             thread: std::thread::current().id(),

@@ -37,6 +37,15 @@ pub(crate) struct WorkerShared {
     /// The worker's thread, set when it is spawned.
     pub(crate) thread: std::sync::OnceLock<std::thread::ThreadId>,
     pub(crate) shutdown: AtomicBool,
+    /// Whether the worker's loop runs (a local runtime's only inside `block_on`): the
+    /// watchdog and the deadlock detector look only at workers in their loop.
+    pub(crate) in_loop: AtomicBool,
+    /// Set with `stats.sleeping` when the sleep has no timeout: no timer is pending here
+    /// (module `sched::deadlock`).
+    pub(crate) sleep_untimed: AtomicBool,
+    /// The worker thread's kernel id (0 until it runs), for the watchdog's look at what it
+    /// is blocked in (module `sched::stuck`).
+    pub(crate) tid: std::sync::atomic::AtomicI32,
     /// The worker's epoll instance, wake-up eventfd and registrations (an `Arc`: sockets
     /// registered with it keep it as their home).
     pub(crate) driver: Arc<Driver>,
@@ -50,6 +59,9 @@ impl WorkerShared {
             stealer: deque.stealer(),
             deque: Mutex::new(Some(deque)),
             thread: std::sync::OnceLock::new(),
+            in_loop: AtomicBool::new(false),
+            sleep_untimed: AtomicBool::new(false),
+            tid: std::sync::atomic::AtomicI32::new(0),
             runtime_id,
             index,
             stats: WorkerStats::default(),

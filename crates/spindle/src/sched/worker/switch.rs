@@ -8,6 +8,9 @@
 //! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "a
 //! started fiber owns itself" and "recycled off its own stack"; the fiber's park word
 //! is module `park`'s (loom-checked); `park_current` is its one use on the worker side.
+//! Around each switch the leaving context suspends its thread-local context and resumes it
+//! when it is switched back to (module `fiber::context`, "a worker's span stack is the
+//! running context's").
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -16,6 +19,7 @@ use std::sync::Arc;
 use super::{current, Queued, Worker, WorkerShared};
 use crate::fiber::arch;
 use crate::fiber::block::FiberPtr;
+use crate::fiber::context;
 use crate::fiber::control::{FiberRef, Header};
 use crate::fiber::overflow;
 use crate::fiber::sanitizer;
@@ -124,6 +128,10 @@ impl Worker {
         // SAFETY: the stack is fresh or recycled (nothing runs on it), 16-aligned at the top,
         // and has a guard page below (Stack's contract).
         let sp = unsafe { arch::init_stack(stack.top(), fiber_entry, std::ptr::null_mut()) };
+        // SAFETY: the stack was just prepared and has not run; `sched_sp` holds the scheduler
+        // context's saved stack pointer whenever a fiber of this worker runs ("fibers stay
+        // home"), for as long as the worker lives, which outlives its fibers.
+        unsafe { arch::link_stack(stack.top(), self.sched_sp.as_ptr()) };
         header.guard.set(stack.guard());
         header.san.start_fiber(stack.bottom(), stack.top());
         header.sp.set(sp);
@@ -167,6 +175,8 @@ impl Worker {
     /// From the scheduler context: switch into `fiber` until it switches back.
     pub(super) fn resume_from_scheduler(&self, fiber: FiberRef) {
         let Some(sp) = self.prepare(&fiber) else { return };
+        // The scheduler context's thread-local context (tracing's spans) waits in this frame.
+        let context = context::suspend();
         self.note_resume(&fiber.header);
         overflow::set_running(&fiber.header);
         let to: *const sanitizer::Context = &fiber.header.san;
@@ -182,6 +192,7 @@ impl Worker {
         overflow::set_running(std::ptr::null());
         self.shared.stats.running_fiber.store(0, Ordering::Relaxed);
         self.after_switch();
+        context::resume(context);
     }
 
     /// Counts a switch into `header`'s fiber and publishes it as running (for the watchdog).
@@ -206,6 +217,8 @@ impl Worker {
     /// [`switch_away`](Self::switch_away), always inlined (for `finish`).
     #[inline(always)]
     fn switch_away_inline(&self, save: *mut usize, me: *const Header, mut next: Option<FiberRef>) {
+        // The leaving fiber's thread-local context (tracing's spans) waits in its own frame.
+        let context = context::suspend();
         self.count_switch();
         let (target, to): (usize, *const sanitizer::Context) = loop {
             if self.stopping.get() || self.tasks.has_queued() {
@@ -226,7 +239,7 @@ impl Worker {
                 }
                 Some(next) if std::ptr::eq(&next.header, me) => {
                     self.current.set(Some(next));
-                    return;
+                    return context::resume(context);
                 }
                 Some(next) => {
                     if let Some(sp) = self.prepare(&next) {
@@ -248,6 +261,7 @@ impl Worker {
         unsafe { arch::switch(save, target, 0) };
         sanitizer::after_switch(from);
         self.after_switch();
+        context::resume(context);
     }
 
     /// Whether `me` is the fiber that finished and awaits recycling (it leaves for good).
@@ -354,6 +368,7 @@ impl Worker {
         }
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
+        crate::trace::fiber_parked(&me.header, reason);
         let save = me.header.sp.as_ptr();
         self.register(&me);
         // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
@@ -423,6 +438,7 @@ impl Worker {
     /// call left there mispredicted one `ret` of that context, about 6 ns each here.
     #[inline(always)]
     fn finish(&self) -> ! {
+        context::discard();
         let me = self.current.take().expect("finish outside a fiber");
         // Break the fiber -> waker -> fiber cycle now that nothing can wait on its behalf.
         drop(me.header.waker.take());

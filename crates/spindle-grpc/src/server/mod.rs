@@ -29,23 +29,24 @@
 //!   dropped if it has not ended (a client that never sent the HTTP/2 preface cannot take a
 //!   GOAWAY).
 
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
-use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body::Frame;
-use hyper::body::Incoming;
 use spindle::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tonic::Status;
 
-use crate::signal::{Signal, Waiter};
-use crate::wire::WireBody;
-use crate::{Channel, ResponseBody, ResponseFuture};
+use crate::signal::Signal;
+use crate::Channel;
+
+mod conn;
+mod layer;
+mod trace;
+
+use conn::serve_connection;
+pub use layer::Routes;
 
 /// Serves the services of a [`Channel`] over HTTP/2 (module docs). Built with the settings
 /// below, then started with [`Server::serve_tcp`] or [`Server::serve_unix`]. A duration
@@ -71,6 +72,8 @@ pub struct Server {
     shutdown_on: Option<(spindle::shutdown::ShutdownToken, Duration)>,
     #[cfg(feature = "tls")]
     tls: Option<crate::tls::ServerTlsConfig>,
+    /// The channel wrapped in the layers given to [`Server::layer`], if any.
+    routes: Option<Routes>,
 }
 
 impl Server {
@@ -95,6 +98,7 @@ impl Server {
             shutdown_on: None,
             #[cfg(feature = "tls")]
             tls: None,
+            routes: None,
         }
     }
 
@@ -195,6 +199,14 @@ impl Server {
     pub fn serve_unix(self, listener: UnixListener) -> io::Result<Serving> {
         let local = Local::Unix(listener.local_addr().ok().and_then(|a| a.as_pathname().map(Into::into)));
         self.serve(local, move |cx| listener.poll_accept(cx).map_ok(|(stream, _)| Conn::Unix(stream)))
+    }
+
+    /// Where the connections' requests go: the layered service, or the channel.
+    fn target(&self) -> conn::Target {
+        match &self.routes {
+            Some(routes) => conn::Target::Routes(routes.clone()),
+            None => conn::Target::Channel(self.channel.clone()),
+        }
     }
 
     fn serve<A>(self, local: Local, mut accept: A) -> io::Result<Serving>
@@ -388,211 +400,5 @@ fn pause(d: Duration) {
         spindle::time::sleep(d);
     } else {
         std::thread::sleep(d);
-    }
-}
-
-async fn serve_connection(server: Arc<Server>, shared: Arc<Shared>, conn: Conn, guard: ConnGuard) {
-    let _guard = guard;
-    match conn {
-        #[cfg(feature = "tls")]
-        Conn::Tcp(io) if server.tls.is_some() => {
-            let tls = server.tls.as_ref().expect("checked by the guard");
-            if let Some(io) = crate::tls::accept(tls, shared.signal.waiter(), io).await {
-                drive(&server, &shared, crate::tls::TlsIo(io)).await;
-            }
-        }
-        Conn::Tcp(io) => drive(&server, &shared, io).await,
-        Conn::Unix(io) => drive(&server, &shared, io).await,
-    }
-}
-
-/// Drives one connection to its end (module docs: shutdown and idle invariants).
-async fn drive<I>(server: &Server, shared: &Arc<Shared>, io: I)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let mut builder = hyper::server::conn::http2::Builder::new(crate::exec::Executor);
-    // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
-    // ("no limit"); capped, they are 35,000 years.
-    builder
-        .timer(spindle::hyper_rt::Timer)
-        .max_concurrent_streams(server.max_concurrent_streams)
-        .keep_alive_interval(server.keepalive_interval.map(|t| t.min(spindle::time::NEVER)))
-        .keep_alive_timeout(server.keepalive_timeout.min(spindle::time::NEVER))
-        .max_header_list_size(server.max_header_list_size)
-        .initial_stream_window_size(server.initial_stream_window)
-        .initial_connection_window_size(server.initial_connection_window)
-        .max_send_buf_size(server.max_send_buf)
-        .max_pending_accept_reset_streams(server.max_pending_accept_reset_streams)
-        .auto_date_header(false);
-    let activity = Arc::new(Activity::default());
-    let service =
-        ConnService { channel: server.channel.clone(), shared: shared.clone(), activity: activity.clone() };
-    let mut conn = pin!(builder.serve_connection(io, service));
-    let mut shutdown: Waiter = shared.signal.waiter();
-    let mut draining = false;
-    let mut cut: Option<spindle::time::Sleep> = None;
-    let idle_timeout = server.idle_timeout;
-    let mut idle = idle_timeout.map(spindle::time::sleep_future);
-    let mut idle_seen = activity.generation.load(Ordering::Relaxed);
-    let result = poll_fn(|cx| {
-        if !draining && shutdown.poll(cx).is_ready() {
-            draining = true;
-            conn.as_mut().graceful_shutdown();
-            let deadline = shared.signal.deadline().unwrap_or_else(Instant::now);
-            cut = Some(spindle::time::sleep_until_future(deadline));
-        }
-        if let Some(sleep) = cut.as_mut() {
-            if Pin::new(sleep).poll(cx).is_ready() {
-                if shared.signal.is_fired() {
-                    shared.cut.fetch_add(1, Ordering::AcqRel);
-                }
-                return Poll::Ready(Err(None));
-            }
-        }
-        if let (Some(sleep), Some(timeout)) = (idle.as_mut(), idle_timeout) {
-            if Pin::new(&mut *sleep).poll(cx).is_ready() {
-                let now = activity.generation.load(Ordering::Relaxed);
-                if now == idle_seen && activity.calls.load(Ordering::Relaxed) == 0 {
-                    log::debug!("spindle-grpc: closing a connection idle for {timeout:?}");
-                    idle = None;
-                    if !draining {
-                        draining = true;
-                        conn.as_mut().graceful_shutdown();
-                    }
-                    // A connection still handshaking (no preface yet) only takes the GOAWAY
-                    // after its handshake: cut it if it has not ended one period later.
-                    if cut.is_none() {
-                        let mut sleep = spindle::time::sleep_future(timeout);
-                        if Pin::new(&mut sleep).poll(cx).is_ready() {
-                            return Poll::Ready(Err(None));
-                        }
-                        cut = Some(sleep);
-                    }
-                } else {
-                    idle_seen = now;
-                    sleep.reset(spindle::time::deadline_after(timeout));
-                    // Register the new deadline.
-                    let _ = Pin::new(sleep).poll(cx);
-                }
-            }
-        }
-        conn.as_mut().poll(cx).map_err(Some)
-    })
-    .await;
-    match result {
-        Ok(()) => {}
-        Err(None) => log::info!("spindle-grpc: a connection did not end in time after GOAWAY (drain deadline or idle timeout): dropped with its calls"),
-        Err(Some(e)) => log::info!("spindle-grpc: connection ended: {e}"),
-    }
-}
-
-/// Calls in progress on one connection, and a count of call starts and ends (for the idle
-/// timeout).
-#[derive(Debug, Default)]
-struct Activity {
-    calls: AtomicUsize,
-    generation: AtomicU64,
-}
-
-/// hyper's service for one connection: each request is a call on the channel.
-#[derive(Clone)]
-struct ConnService {
-    channel: Channel,
-    shared: Arc<Shared>,
-    activity: Arc<Activity>,
-}
-
-impl hyper::service::Service<http::Request<Incoming>> for ConnService {
-    type Response = http::Response<ServedBody>;
-    type Error = std::convert::Infallible;
-    type Future = ServedFuture;
-
-    fn call(&self, request: http::Request<Incoming>) -> ServedFuture {
-        if let Some(refused) = crate::admit::check(&request) {
-            return ServedFuture { inner: refused, guard: None };
-        }
-        let guard = CallGuard::new(&self.shared, &self.activity);
-        let request = request.map(|body| tonic::body::Body::new(WireBody::request(body)));
-        ServedFuture { inner: self.channel.start(request), guard: Some(guard) }
-    }
-}
-
-/// Counts a call in [`ServerStats::calls`] and its connection's [`Activity`] while alive (a
-/// refused request has none).
-struct CallGuard {
-    shared: Arc<Shared>,
-    activity: Arc<Activity>,
-}
-
-impl CallGuard {
-    fn new(shared: &Arc<Shared>, activity: &Arc<Activity>) -> CallGuard {
-        shared.calls.fetch_add(1, Ordering::Relaxed);
-        shared.calls_total.fetch_add(1, Ordering::Relaxed);
-        activity.calls.fetch_add(1, Ordering::Relaxed);
-        activity.generation.fetch_add(1, Ordering::Relaxed);
-        CallGuard { shared: shared.clone(), activity: activity.clone() }
-    }
-}
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.activity.generation.fetch_add(1, Ordering::Relaxed);
-        self.activity.calls.fetch_sub(1, Ordering::Relaxed);
-        self.shared.calls.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A call's response future as hyper holds it.
-struct ServedFuture {
-    inner: ResponseFuture,
-    guard: Option<CallGuard>,
-}
-
-impl Future for ServedFuture {
-    type Output = Result<http::Response<ServedBody>, std::convert::Infallible>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let response = match std::task::ready!(Pin::new(&mut this.inner).poll(cx)) {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        let guard = this.guard.take();
-        // A trailers-only response (its status in the headers: an error decided before any
-        // message) must end the stream with its HEADERS frame, as the gRPC spec says; the
-        // channel's body may not say it is empty (a wrapped handler's body), so drop it.
-        if response.headers().contains_key(&Status::GRPC_STATUS) {
-            return Poll::Ready(Ok(
-                response.map(|_| ServedBody { body: ResponseBody::default(), _guard: None })
-            ));
-        }
-        Poll::Ready(Ok(response.map(|body| ServedBody { body, _guard: guard })))
-    }
-}
-
-/// A call's response body as hyper holds it.
-struct ServedBody {
-    body: ResponseBody,
-    _guard: Option<CallGuard>,
-}
-
-impl http_body::Body for ServedBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let poll = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = poll {
-            self._guard = None;
-        }
-        poll
-    }
-
-    fn is_end_stream(&self) -> bool {
-        http_body::Body::is_end_stream(&self.body)
     }
 }

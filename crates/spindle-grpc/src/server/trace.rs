@@ -1,0 +1,83 @@
+//! Call spans of the network server (feature `tracing`): one span per call, as tower-http's
+//! `TraceLayer` makes one per request, named `grpc`, at `DEBUG`, with the call's `service`
+//! and `method` (from its path), its `status` (the gRPC code, recorded when the call ends) and
+//! `latency_ms`; an event `finished processing call` closes it with the same two. The call's
+//! response future and body are polled inside it, so the handler's own events (and the fibers
+//! it spawns, which inherit it) are inside too. Without the feature [`CallTrace`] is empty and
+//! every method compiles to nothing.
+
+/// One call's span and start time (nothing without the feature).
+#[derive(Debug)]
+pub(super) struct CallTrace {
+    #[cfg(feature = "tracing")]
+    inner: Option<(tracing::Span, std::time::Instant)>,
+}
+
+impl CallTrace {
+    /// No span: a refused request, or a trace already finished.
+    #[inline(always)]
+    pub(super) fn none() -> CallTrace {
+        CallTrace {
+            #[cfg(feature = "tracing")]
+            inner: None,
+        }
+    }
+
+    /// The span of a call to `path` (`/package.Service/Method`), if its level is enabled.
+    #[inline]
+    pub(super) fn new(path: &str) -> CallTrace {
+        #[cfg(feature = "tracing")]
+        {
+            let (service, method) = path.trim_start_matches('/').rsplit_once('/').unwrap_or((path, ""));
+            let span = tracing::debug_span!(
+                "grpc",
+                service,
+                method,
+                status = tracing::field::Empty,
+                latency_ms = tracing::field::Empty,
+            );
+            if span.is_disabled() {
+                return CallTrace::none();
+            }
+            CallTrace { inner: Some((span, std::time::Instant::now())) }
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            let _ = path;
+            CallTrace::none()
+        }
+    }
+
+    /// Enters the span (if any) until the guard drops.
+    #[inline(always)]
+    pub(super) fn enter(&self) -> Entered<'_> {
+        #[cfg(feature = "tracing")]
+        return Entered(self.inner.as_ref().map(|(span, _)| span.enter()));
+        #[cfg(not(feature = "tracing"))]
+        Entered(std::marker::PhantomData)
+    }
+
+    /// The call ended with `status` (a `grpc-status` value; none: the body ended without
+    /// trailers, an abnormal end hyper will reset): records it and the latency.
+    #[inline]
+    pub(super) fn finish(self, status: Option<&http::HeaderValue>) {
+        #[cfg(feature = "tracing")]
+        if let Some((span, start)) = self.inner {
+            let latency_ms = start.elapsed().as_secs_f64() * 1e3;
+            let status = status.and_then(|s| s.to_str().ok()).unwrap_or("none");
+            span.record("status", status);
+            span.record("latency_ms", latency_ms);
+            span.in_scope(|| tracing::debug!(status, latency_ms, "finished processing call"));
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = (self, status);
+    }
+}
+
+/// The guard of [`CallTrace::enter`].
+#[cfg(feature = "tracing")]
+pub(super) struct Entered<'a>(#[allow(dead_code)] Option<tracing::span::Entered<'a>>);
+
+/// The guard of [`CallTrace::enter`] (nothing without the feature).
+#[cfg(not(feature = "tracing"))]
+pub(super) struct Entered<'a>(std::marker::PhantomData<&'a ()>);
