@@ -26,6 +26,7 @@ use std::time::Duration;
 use crate::error::{Cancelled, JoinError};
 use crate::lock::lock;
 use crate::park::completion::{Completion, Joiner};
+use crate::sched::clock::Clock;
 
 type Job = Box<dyn FnOnce(bool) + Send>;
 
@@ -43,6 +44,9 @@ pub(crate) struct BlockingPool {
     max_threads: usize,
     keep_alive: Duration,
     thread_name: String,
+    /// The runtime's clock: a paused clock does not auto-advance while a job is in flight
+    /// (module `sched::clock`).
+    clock: Arc<Clock>,
 }
 
 impl fmt::Debug for BlockingPool {
@@ -53,13 +57,19 @@ impl fmt::Debug for BlockingPool {
 }
 
 impl BlockingPool {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration, thread_name: String) -> BlockingPool {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        thread_name: String,
+        clock: Arc<Clock>,
+    ) -> BlockingPool {
         BlockingPool {
             state: Mutex::new(PoolState { queue: VecDeque::new(), threads: 0, idle: 0, shutdown: false }),
             available: Condvar::new(),
             max_threads,
             keep_alive,
             thread_name,
+            clock,
         }
     }
 
@@ -70,10 +80,14 @@ impl BlockingPool {
     {
         let cell = Arc::new(JobCell::<T>::new());
         let done = cell.clone();
+        let clock = self.clock.clone();
+        clock.job_started();
         // `run` is false when the pool shut down before the job started.
         let job: Job = Box::new(move |run| {
             let result =
                 if run { catch_unwind(AssertUnwindSafe(f)) } else { Err(Box::new(Cancelled::SHUTDOWN) as _) };
+            // Before the result wakes anyone: a paused clock may move again.
+            clock.job_finished();
             done.complete(result);
         });
         let mut state = lock(&self.state);

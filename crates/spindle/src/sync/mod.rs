@@ -7,7 +7,9 @@
 
 mod barrier;
 pub mod broadcast;
+mod cancel;
 pub mod channel;
+mod channel_rendezvous;
 mod channel_wait;
 mod condvar;
 pub mod mutex;
@@ -20,6 +22,7 @@ pub mod waitgroup;
 pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
+pub use cancel::{CancellationToken, DropGuard, WaitForCancellation};
 pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 pub use channel_wait::{RecvFuture, RecvTimeoutError, SendFuture, SendTimeoutError};
 pub use condvar::{Condvar, WaitTimeoutResult};

@@ -112,7 +112,7 @@ impl<T> Receiver<T> {
             if !state.sender_alive {
                 return Err(RecvTimeoutError::Disconnected);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
                 state.waiter = None;
                 return Err(RecvTimeoutError::Timeout);
             }

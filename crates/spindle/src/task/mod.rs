@@ -47,6 +47,9 @@
 mod block_on;
 mod builder;
 mod join;
+pub(crate) mod join_macros;
+mod join_set;
+mod local;
 mod raw;
 mod state;
 
@@ -59,6 +62,8 @@ use std::task::{Context, Poll};
 pub use block_on::block_on;
 pub use builder::Builder;
 pub use join::JoinHandle;
+pub use join_set::{JoinNext, JoinSet};
+pub use local::{AccessError, LocalKey, TaskLocalFuture};
 use raw::{Home, Pinned, Task};
 
 use crate::sched::worker::{self, Queued, WorkerShared};
