@@ -1,17 +1,20 @@
 //! `spawn_blocking`: run blocking code (file I/O, a C library, a long computation) on a
 //! separate pool of threads, so that it does not stall a worker's fibers and tasks.
-//!
-//! # Invariants
-//!
-//! - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
-//!   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
-//!   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
-//! - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
-//!   and tasks use too (module `park::completion`); the job's panic is caught and handed over
-//!   as its `Err`.
-//! - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
-//!   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
-//!   interrupted), and their handles still get the results.
+
+// # Invariants
+//
+// - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
+//   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
+//   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
+// - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
+//   and tasks use too (module `park::completion`); the job's panic is caught and handed over
+//   as its `Err`.
+// - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
+//   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
+//   interrupted), and their handles still get the results.
+// - A job counts as in flight on the runtime's clock from its spawn until just before its
+//   result is published (run or cancelled): a paused clock does not auto-advance meanwhile
+//   (module `sched::clock`).
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -23,26 +23,26 @@
 //! assert!(rt.shutdown_timeout(Duration::from_secs(5)), "everything finished in time");
 //! assert!(worker_loop.join().is_ok());
 //! ```
-//!
-//! # Invariants
-//!
-//! - **One-way.** A token goes from running to triggered once and never back; every waiter
-//!   ([`wait`](ShutdownToken::wait), [`triggered`](ShutdownToken::triggered)) is woken by the
-//!   transition, and a wait that starts after it returns at once. The trigger then cancels
-//!   the token's own `CancellationToken`, the parent of its child tokens.
-//! - **Counted in-flight work.** `in_flight` is the number of live [`InFlight`] guards; a
-//!   drain waiter is woken by the drop that brings it to zero. Guards can be taken after the
-//!   trigger (a request already accepted still completes).
-//! - **Bounded waiters.** A task's waker is kept under its `Triggered` future's key (replaced
-//!   on re-poll, removed when the future drops), so a server that makes one such future per
-//!   connection holds wakers only for live connections.
-//! - **No lost wake-up.** Waiters check the condition and queue themselves under the token's
-//!   lock; `trigger` and the last guard's drop change the state before they take the waiters
-//!   under that same lock.
-//! - **Untracked work is cancelled, not drained.** The runtime's shutdown waits only for
-//!   guards; then dropping the runtime cancels every fiber (it unwinds at its next suspension
-//!   point, running destructors) and drops every task. An accept loop needs no guard: it is
-//!   cancelled once the connections it started have drained.
+
+// # Invariants
+//
+// - **One-way.** A token goes from running to triggered once and never back; every waiter
+//   ([`wait`](ShutdownToken::wait), [`triggered`](ShutdownToken::triggered)) is woken by the
+//   transition, and a wait that starts after it returns at once. The trigger then cancels
+//   the token's own `CancellationToken`, the parent of its child tokens.
+// - **Counted in-flight work.** `in_flight` is the number of live [`InFlight`] guards; a
+//   drain waiter is woken by the drop that brings it to zero. Guards can be taken after the
+//   trigger (a request already accepted still completes).
+// - **Bounded waiters.** A task's waker is kept under its `Triggered` future's key (replaced
+//   on re-poll, removed when the future drops), so a server that makes one such future per
+//   connection holds wakers only for live connections.
+// - **No lost wake-up.** Waiters check the condition and queue themselves under the token's
+//   lock; `trigger` and the last guard's drop change the state before they take the waiters
+//   under that same lock.
+// - **Untracked work is cancelled, not drained.** The runtime's shutdown waits only for
+//   guards; then dropping the runtime cancels every fiber (it unwinds at its next suspension
+//   point, running destructors) and drops every task. An accept loop needs no guard: it is
+//   cancelled once the connections it started have drained.
 
 use std::fmt;
 use std::future::Future;

@@ -121,3 +121,15 @@ fn a_listeners_incoming_connections_stream() {
     locals.sort();
     assert_eq!(peers, locals);
 }
+
+#[test]
+fn receivers_stay_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<spindle::sync::Receiver<u32>>();
+    send_sync::<broadcast::Receiver<u32>>();
+    send_sync::<watch::Receiver<u32>>();
+    send_sync::<spindle::sync::CancellationToken>();
+    send_sync::<spindle::time::Interval>();
+    fn send<T: Send>() {}
+    send::<spindle::task::JoinSet<u32>>();
+}

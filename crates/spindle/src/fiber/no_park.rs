@@ -19,14 +19,14 @@ thread_local! {
     static HELD: Cell<(usize, &'static str)> = const { Cell::new((0, "")) };
 }
 
-/// Marks a section that must not park (see the module docs); the section ends when the
-/// marker drops.
+/// Marks a section that must not park: in debug builds, a park or yield of the fiber while
+/// the marker lives panics, naming the section (a std lock guard or a thread-local `RefCell`
+/// borrow held across a park is the mistake it catches). Release builds compile the check
+/// away. The section ends when the marker drops.
 ///
-/// Compiled, not run: whether a doctest sees `debug_assertions` does not follow the build of
-/// spindle it links (under `cargo test --release` the example read "debug" while spindle's
-/// check was compiled away, and a `should_panic` example failed); `tests/fiber_no_park.rs`
-/// asserts the panic in debug builds.
-///
+// The example is compiled, not run: whether a doctest sees `debug_assertions` does not follow
+// the build of spindle it links (under `cargo test --release` it read "debug" while spindle's
+// check was compiled away); tests/fiber_no_park.rs asserts the panic in debug builds.
 /// ```no_run
 /// use std::cell::RefCell;
 /// thread_local! { static CACHE: RefCell<Vec<u8>> = RefCell::new(Vec::new()); }

@@ -30,7 +30,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::lock::lock;
-use crate::park::wait::{deadline_in, pass_none, WaitSlot};
+use crate::park::wait::{deadline_in, pass_none, Wait, WaitSlot};
 use crate::park::{self, WaitList};
 
 /// A cancellation signal: clones share it, [`child_token`](Self::child_token) makes a token
@@ -184,12 +184,10 @@ impl CancellationToken {
 
     #[track_caller]
     fn wait_until(&self, deadline: Option<Instant>) -> bool {
-        let mut slot = WaitSlot::default();
-        let lock = &self.node.inner;
-        let done =
-            slot.block(lock, waiters, deadline, "cancellation token wait", |inner, _| is_cancelled(inner));
-        slot.leave(lock, waiters, pass_none);
-        done.is_some()
+        // A `Wait` leaves the list on every way out (a cancelled fiber unwinds from it).
+        Wait::new(&self.node.inner, waiters, pass_none)
+            .block(deadline, "cancellation token wait", |inner, _| is_cancelled(inner))
+            .is_some()
     }
 
     /// A future that completes when the token is cancelled (it owns a clone of the token, so

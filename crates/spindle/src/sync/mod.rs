@@ -1,5 +1,6 @@
-//! Synchronisation for fibers and tasks: channels (mpmc, oneshot, broadcast, watch), `select!`,
-//! Mutex, RwLock, Condvar, Semaphore, Notify, Barrier and WaitGroup.
+//! Synchronisation for fibers and tasks: channels (mpmc, bounded, unbounded or rendezvous;
+//! oneshot, broadcast, watch), `select!`, Mutex, RwLock, Condvar, Semaphore, Notify, Barrier,
+//! WaitGroup and [`CancellationToken`]. The receivers are also `futures_core::Stream`s.
 //!
 //! Every primitive works from fibers and from plain threads alike: a fiber that waits parks
 //! (its worker runs other fibers meanwhile), a thread that waits blocks. A closed channel or a

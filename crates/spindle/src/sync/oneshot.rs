@@ -1,7 +1,7 @@
 //! A channel for exactly one value.
-//!
-//! Invariant (under the lock): the receiver waits only while no value was sent and the sender
-//! is alive; sending or dropping the sender wakes it.
+
+// Invariant (under the lock): the receiver waits only while no value was sent and the sender
+// is alive; sending or dropping the sender wakes it.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

@@ -6,17 +6,17 @@
 //! other future. The branches are polled in one round per wake-up, each round starting at a
 //! random branch (or, after `biased;`, at the first), and the first that completes wins; the
 //! others are dropped unpolled further.
-//!
-//! Invariants:
-//! - **Fair.** Every round starts at a uniformly random branch, so a branch that is always
-//!   ready cannot starve another that is ready as often. A `biased;` select gives that up on
-//!   purpose: its rounds start at the first branch, so the earliest ready branch wins.
-//! - **One winner, nothing lost.** A branch's future takes its value (a channel message, a
-//!   lock, a join result) only in the poll that completes it, and the round stops at the first
-//!   completion: a losing branch never took anything. Dropping a losing future dequeues its
-//!   waiter and, if it had been woken, passes the wake-up on (module `wait`), so a message
-//!   that woke a losing branch is received by someone else. A losing `send_async` branch sends
-//!   nothing (its value is dropped with it).
+
+// Invariants:
+// - **Fair.** Every round starts at a uniformly random branch, so a branch that is always
+//   ready cannot starve another that is ready as often. A `biased;` select gives that up on
+//   purpose: its rounds start at the first branch, so the earliest ready branch wins.
+// - **One winner, nothing lost.** A branch's future takes its value (a channel message, a
+//   lock, a join result) only in the poll that completes it, and the round stops at the first
+//   completion: a losing branch never took anything. Dropping a losing future dequeues its
+//   waiter and, if it had been woken, passes the wake-up on (module `wait`), so a message
+//   that woke a losing branch is received by someone else. A losing `send_async` branch sends
+//   nothing (its value is dropped with it).
 
 use std::cell::Cell;
 use std::future::Future;

@@ -17,7 +17,9 @@
 //!   result is still on its way, so that a `join_next_async` future dropped in between loses
 //!   nothing. Every id on `Ready` is of a member still in `members`.
 //! - **One waiter.** Only the set's owner waits (every wait takes `&mut self`), so a wake-up
-//!   is never passed on. Dropping the set aborts every member it still holds.
+//!   is never passed on. A blocking wait is a `Wait` of its own, left on every way out;
+//!   `slot` is the wait of the polls, left when the set drops. Dropping the set aborts every
+//!   member it still holds.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -29,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::JoinError;
 use crate::lock::lock;
-use crate::park::wait::{pass_none, WaitSlot};
+use crate::park::wait::{pass_none, Wait, WaitSlot};
 use crate::park::{self, WaitList};
 use crate::time::Elapsed;
 
@@ -220,12 +222,13 @@ impl<T> JoinSet<T> {
         if self.members.is_empty() {
             return Ok(None);
         }
+        // A wait of its own, left on every way out (a cancelled fiber unwinds from it); the
+        // slot of `poll_join_next` gives up what a dropped future left there first.
+        self.slot.leave(&self.ready, waiters, pass_none);
         let taken =
-            self.slot.block(&self.ready, waiters, deadline, "JoinSet::join_next", |r, _| r.ids.pop_front());
-        let Some(id) = taken else {
-            self.slot.leave(&self.ready, waiters, pass_none);
-            return Err(Elapsed);
-        };
+            Wait::new(&*self.ready, waiters, pass_none)
+                .block(deadline, "JoinSet::join_next", |r, _| r.ids.pop_front());
+        let Some(id) = taken else { return Err(Elapsed) };
         let member = self.members.remove(&id).expect("a reported id is of a member of the set");
         Ok(Some(member.join()))
     }
