@@ -84,7 +84,7 @@ impl Builder {
     pub fn new() -> Builder {
         Builder {
             config: Config {
-                workers: 1,
+                workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 accept: Accept::RoundRobin,
                 keep_alive: true,
                 http2: true,
@@ -109,7 +109,9 @@ impl Builder {
         }
     }
 
-    /// Worker threads (default 1), spread over as [`Builder::accept`] says.
+    /// Worker threads, spread over as [`Builder::accept`] says. Default: one per CPU this
+    /// process may use, as `spindle::Runtime::new()` (`workers(1)` for a server that should
+    /// keep to one core).
     pub fn workers(mut self, n: usize) -> Builder {
         self.config.workers = n.max(1);
         self

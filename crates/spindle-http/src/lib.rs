@@ -39,8 +39,9 @@
 //! fibers and futures in tasks, following redirects ([`redirect::Policy`]); the `tls`
 //! feature adds HTTPS to both sides (`TlsConfig`).
 //!
-//! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads;
-//! [`Builder::accept`] picks how connections are spread over them ([`Accept`]).
+//! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads
+//! (default: one per CPU, as `spindle::Runtime::new()`); [`Builder::accept`] picks how
+//! connections are spread over them ([`Accept`]).
 
 #![warn(missing_debug_implementations)]
 
@@ -71,7 +72,7 @@ pub struct ReadmeDoctests;
 
 pub use body::{Body, BoxError};
 pub use builder::{Accept, Builder};
-pub use client::{redirect, Client, ClientBuilder, Error as ClientError, ErrorKind as ClientErrorKind};
+pub use client::{redirect, Client, ClientBuilder, ClientError, ClientErrorKind};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
 pub use limits::{LimitError, MinRate};
 #[cfg(feature = "tls")]

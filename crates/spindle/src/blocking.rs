@@ -1,17 +1,20 @@
 //! `spawn_blocking`: run blocking code (file I/O, a C library, a long computation) on a
 //! separate pool of threads, so that it does not stall a worker's fibers and tasks.
-//!
-//! # Invariants
-//!
-//! - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
-//!   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
-//!   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
-//! - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
-//!   and tasks use too (module `park::completion`); the job's panic is caught and handed over
-//!   as its `Err`.
-//! - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
-//!   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
-//!   interrupted), and their handles still get the results.
+
+// # Invariants
+//
+// - The pool belongs to its runtime. It starts with no thread, adds one whenever a job
+//   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
+//   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
+// - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
+//   and tasks use too (module `park::completion`); the job's panic is caught and handed over
+//   as its `Err`.
+// - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
+//   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
+//   interrupted), and their handles still get the results.
+// - A job counts as in flight on the runtime's clock from its spawn until just before its
+//   result is published (run or cancelled): a paused clock does not auto-advance meanwhile
+//   (module `sched::clock`).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -26,6 +29,7 @@ use std::time::Duration;
 use crate::error::{Cancelled, JoinError};
 use crate::lock::lock;
 use crate::park::completion::{Completion, Joiner};
+use crate::sched::clock::Clock;
 
 type Job = Box<dyn FnOnce(bool) + Send>;
 
@@ -43,6 +47,9 @@ pub(crate) struct BlockingPool {
     max_threads: usize,
     keep_alive: Duration,
     thread_name: String,
+    /// The runtime's clock: a paused clock does not auto-advance while a job is in flight
+    /// (module `sched::clock`).
+    clock: Arc<Clock>,
 }
 
 impl fmt::Debug for BlockingPool {
@@ -53,13 +60,19 @@ impl fmt::Debug for BlockingPool {
 }
 
 impl BlockingPool {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration, thread_name: String) -> BlockingPool {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        thread_name: String,
+        clock: Arc<Clock>,
+    ) -> BlockingPool {
         BlockingPool {
             state: Mutex::new(PoolState { queue: VecDeque::new(), threads: 0, idle: 0, shutdown: false }),
             available: Condvar::new(),
             max_threads,
             keep_alive,
             thread_name,
+            clock,
         }
     }
 
@@ -70,10 +83,14 @@ impl BlockingPool {
     {
         let cell = Arc::new(JobCell::<T>::new());
         let done = cell.clone();
+        let clock = self.clock.clone();
+        clock.job_started();
         // `run` is false when the pool shut down before the job started.
         let job: Job = Box::new(move |run| {
             let result =
                 if run { catch_unwind(AssertUnwindSafe(f)) } else { Err(Box::new(Cancelled::SHUTDOWN) as _) };
+            // Before the result wakes anyone: a paused clock may move again.
+            clock.job_finished();
             done.complete(result);
         });
         let mut state = lock(&self.state);

@@ -3,13 +3,13 @@
 //!
 //! Sockets implement `hyper::rt::Read`/`Write` themselves (`net/stream.rs`). With these two,
 //! hyper's HTTP/1.1 and HTTP/2 servers and clients run on spindle with no other runtime.
-//!
-//! Invariants:
-//! - **Timers belong to a worker.** A [`Sleep`] registers on the timer wheel of the worker
-//!   that polls it; it must be polled on a spindle worker (a fiber or a spindle task), as every
-//!   spindle timer future.
-//! - **Spawned futures run on the current runtime.** `Executor::execute` must be called on a
-//!   spindle worker (hyper calls it from the connection future, which runs on one).
+
+// Invariants:
+// - **Timers belong to a worker.** A [`Sleep`] registers on the timer wheel of the worker
+//   that polls it; it must be polled on a spindle worker (a fiber or a spindle task), as every
+//   spindle timer future.
+// - **Spawned futures run on the current runtime.** `Executor::execute` must be called on a
+//   spindle worker (hyper calls it from the connection future, which runs on one).
 
 use std::future::Future;
 use std::pin::Pin;

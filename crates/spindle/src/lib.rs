@@ -21,16 +21,52 @@
 //! assert_eq!(total, 6);
 //! ```
 //!
-//! [`sync`] has the primitives a Go or tokio user reaches for (channels, [`select!`], Mutex,
-//! RwLock, Condvar, Semaphore, Notify, Barrier, WaitGroup, broadcast, watch), each blocking in
-//! fibers, with a timeout, and awaitable in tasks; [`fiber_local!`] keeps per-fiber state;
-//! [`Runtime::block_on`] takes a closure or a future, and `#[spindle::main]` /
-//! `#[spindle::test]` wrap a function in it. [`net`] has sockets, [`fs`] files and directories
-//! (run on the blocking pool), [`process`] child processes (waited for through a pidfd), all
-//! blocking-style in fibers and awaitable in tasks.
+//! [`sync`] has the primitives a Go or tokio user reaches for (channels, rendezvous channels
+//! included, [`select!`], Mutex, RwLock, Condvar, Semaphore, Notify, Barrier, WaitGroup,
+//! broadcast, watch, [`CancellationToken`](sync::CancellationToken)), each blocking in
+//! fibers, with a timeout, and awaitable in tasks; [`fiber_local!`] and [`task_local!`] keep
+//! per-fiber and per-task state; [`task::JoinSet`], [`join!`] and [`join_fibers!`] wait for
+//! several things at once; [`time`] has sleeps, timeouts, intervals and a clock that tests
+//! pause; [`Runtime::block_on`] takes a closure or a future, and `#[spindle::main]` /
+//! `#[spindle::test]` wrap a function in it. [`net`] has sockets, [`fs`] files and
+//! directories (run on the blocking pool), [`process`] child processes (waited for through a
+//! pidfd), all blocking-style in fibers and awaitable in tasks.
 //!
-//! See `docs/ARCHITECTURE.md` for the design, its soundness rules and the rules for code on a
-//! worker.
+//! Most calls come in two forms: a blocking-style one for fibers (`recv`, `lock`, `join`,
+//! `tick`, `select!`) and an async one for tasks, named `_async` or returning a future
+//! (`recv_async`, `lock_async`, `.await` on a join handle, `tick_async`, `select_async!`).
+//!
+//! # Rules for code on a worker
+//!
+//! A worker thread runs many fibers and tasks in turn: whatever blocks the thread blocks all
+//! of them.
+//!
+//! 1. **Wait only through spindle.** Its channels, locks, timers, sockets, joins and
+//!    [`task::block_on`] park the fiber; [`fs`] and [`process`] run files and child processes
+//!    on the blocking pool while the fiber parks. Without the `hook` feature,
+//!    `std::thread::sleep` and `std::net` block the worker; with or without it,
+//!    `std::sync::mpsc::Receiver::recv`, `std::sync::Condvar::wait` and blocking DNS calls do.
+//!    Move other blocking work to [`spawn_blocking`].
+//! 2. **No foreign blocking executor in a fiber.** `futures::executor::block_on`,
+//!    `tokio::runtime::Runtime::block_on` and the like block the thread while the wake-up
+//!    they wait for may need this very worker: a deadlock. Use [`task::block_on`] (it parks
+//!    the fiber) or await in a task; crates that need a tokio runtime go through the bridge
+//!    of the `tokio-compat` feature.
+//! 3. **Blocking-style calls belong in fibers.** In an async task use the async forms; a
+//!    blocking-style call in a task panics with a message naming the one to use.
+//! 4. **Thread-locals belong to the worker, not to the fiber.** Every fiber on a worker sees
+//!    the same `thread_local!` values: keep per-fiber state in [`fiber_local!`], and never
+//!    hold a `RefCell` borrow of a thread-local across a park.
+//! 5. **No std lock guard across a park.** A `std::sync::Mutex` guard held while the fiber
+//!    parks blocks every other fiber that wants the lock, and can deadlock the worker against
+//!    itself. Hold std locks for short sections, or use [`sync::Mutex`], whose guard may be
+//!    held across parks and `.await`s. Mark such a section with [`fiber::no_park`]: a park
+//!    inside it then panics, naming it.
+//! 6. **No long computation without a suspension point.** A fiber that never parks or yields
+//!    cannot be cancelled and starves its worker: call [`yield_now`] in long loops, or move
+//!    the work to [`spawn_blocking`]. The runtime's watchdog warns about a fiber or task that
+//!    holds its worker past [`Builder::long_running_budget`], and hands the worker's fibers
+//!    that have not started yet to the other workers.
 //!
 //! # Thread-local context in fibers
 //!
@@ -100,7 +136,16 @@ pub use fiber::{spawn, yield_now, JoinHandle};
 pub use runtime::{BlockOn, Builder, Handle, LocalRuntime, Runtime, RuntimeClosed};
 pub use sched::metrics::{FiberInfo, WorkerMetrics};
 pub use sched::DEFAULT_STACK_SIZE;
-/// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime (crate `spindle-macros`).
+/// `#[spindle::main]`: runs `main` (plain or `async`) on a new runtime.
+///
+/// ```
+/// #[spindle::main(flavor = "local", start_paused = true)]
+/// async fn main() {
+///     let start = spindle::time::now();
+///     spindle::time::sleep_future(std::time::Duration::from_secs(1)).await;
+///     assert_eq!(spindle::time::now() - start, std::time::Duration::from_secs(1));
+/// }
+/// ```
 pub use spindle_macros::main;
 /// `#[spindle::test]`: a `#[test]` (plain or `async`) run on a new runtime per test.
 pub use spindle_macros::test;
@@ -127,6 +172,12 @@ where
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// What spindle's macros expand to; not a public API.
+#[doc(hidden)]
+pub mod __support {
+    pub use crate::task::join_macros::{JoinFibers, MaybeDone, TryJoinFibers};
+}
 
 /// Internals exposed for spindle's own benchmarks; not a public API.
 #[doc(hidden)]

@@ -23,25 +23,26 @@
 //! assert!(rt.shutdown_timeout(Duration::from_secs(5)), "everything finished in time");
 //! assert!(worker_loop.join().is_ok());
 //! ```
-//!
-//! # Invariants
-//!
-//! - **One-way.** A token goes from running to triggered once and never back; every waiter
-//!   ([`wait`](ShutdownToken::wait), [`triggered`](ShutdownToken::triggered)) is woken by the
-//!   transition, and a wait that starts after it returns at once.
-//! - **Counted in-flight work.** `in_flight` is the number of live [`InFlight`] guards; a
-//!   drain waiter is woken by the drop that brings it to zero. Guards can be taken after the
-//!   trigger (a request already accepted still completes).
-//! - **Bounded waiters.** A task's waker is kept under its `Triggered` future's key (replaced
-//!   on re-poll, removed when the future drops), so a server that makes one such future per
-//!   connection holds wakers only for live connections.
-//! - **No lost wake-up.** Waiters check the condition and queue themselves under the token's
-//!   lock; `trigger` and the last guard's drop change the state before they take the waiters
-//!   under that same lock.
-//! - **Untracked work is cancelled, not drained.** The runtime's shutdown waits only for
-//!   guards; then dropping the runtime cancels every fiber (it unwinds at its next suspension
-//!   point, running destructors) and drops every task. An accept loop needs no guard: it is
-//!   cancelled once the connections it started have drained.
+
+// # Invariants
+//
+// - **One-way.** A token goes from running to triggered once and never back; every waiter
+//   ([`wait`](ShutdownToken::wait), [`triggered`](ShutdownToken::triggered)) is woken by the
+//   transition, and a wait that starts after it returns at once. The trigger then cancels
+//   the token's own `CancellationToken`, the parent of its child tokens.
+// - **Counted in-flight work.** `in_flight` is the number of live [`InFlight`] guards; a
+//   drain waiter is woken by the drop that brings it to zero. Guards can be taken after the
+//   trigger (a request already accepted still completes).
+// - **Bounded waiters.** A task's waker is kept under its `Triggered` future's key (replaced
+//   on re-poll, removed when the future drops), so a server that makes one such future per
+//   connection holds wakers only for live connections.
+// - **No lost wake-up.** Waiters check the condition and queue themselves under the token's
+//   lock; `trigger` and the last guard's drop change the state before they take the waiters
+//   under that same lock.
+// - **Untracked work is cancelled, not drained.** The runtime's shutdown waits only for
+//   guards; then dropping the runtime cancels every fiber (it unwinds at its next suspension
+//   point, running destructors) and drops every task. An accept loop needs no guard: it is
+//   cancelled once the connections it started have drained.
 
 use std::fmt;
 use std::future::Future;
@@ -58,6 +59,7 @@ use crate::park::{self, WaitList, WaitNode};
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 use crate::signal::SignalKind;
+use crate::sync::CancellationToken;
 
 /// A shutdown signal shared by a runtime and everything running on it. Cloning shares it.
 #[derive(Clone, Default)]
@@ -70,6 +72,8 @@ struct State {
     triggered: AtomicBool,
     in_flight: AtomicUsize,
     waiters: Mutex<Waiters>,
+    /// Cancelled by the trigger: the parent of [`ShutdownToken::child_token`]'s tokens.
+    cancel: CancellationToken,
 }
 
 #[derive(Default)]
@@ -150,6 +154,25 @@ impl ShutdownToken {
         for waker in wakers {
             waker.wake();
         }
+        self.state.cancel.cancel();
+    }
+
+    /// A [`CancellationToken`] that is cancelled when this token triggers (at once if it has):
+    /// the root of a tree of cancellation for the work the runtime runs, each request or job
+    /// cancelling its own children without touching the shutdown.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let shutdown = rt.shutdown_token();
+    /// let request = shutdown.child_token();
+    /// let step = request.child_token();
+    /// step.cancel(); // the step alone
+    /// assert!(!request.is_cancelled() && !shutdown.is_triggered());
+    /// shutdown.trigger(); // everything
+    /// assert!(request.is_cancelled());
+    /// ```
+    pub fn child_token(&self) -> CancellationToken {
+        self.state.cancel.child_token()
     }
 
     /// Triggers this token when the process receives any of `signals` (SIGTERM and SIGINT,
@@ -217,7 +240,7 @@ impl ShutdownToken {
                 if self.in_flight() == 0 {
                     break true;
                 }
-                if Instant::now() >= deadline {
+                if crate::sched::clock::now() >= deadline {
                     break false;
                 }
                 w.drained.push(&node);

@@ -13,38 +13,38 @@
 //!     }
 //! });
 //! ```
-//!
-//! # How it works
-//!
-//! One self-pipe per process, made on first use, and one dispatcher thread that reads it. The
-//! handler of each signal (installed once per signal number, on the first [`signal`] call for
-//! it, through `signal-hook-registry`) sets that signal's `pending` flag and writes one byte
-//! to the pipe; both are async-signal-safe. The dispatcher wakes, and for each pending signal
-//! bumps its generation and wakes every fiber, thread and task waiting for it, on whatever
-//! worker they live.
-//!
-//! Why not `signalfd`: it only works if the signal is blocked in every thread of the process,
-//! including threads that other libraries started before spindle, which a library cannot
-//! guarantee. Why `signal-hook-registry`: it chains with handlers other libraries install
-//! (tokio, ctrlc) instead of replacing them, installs each `sigaction` without races, and saves
-//! `errno` around the handler; it is the registry tokio's signal support uses too.
-//!
-//! # Invariants
-//!
-//! - **Installed once.** Each signal number gets spindle's handler at most once per process,
-//!   and it stays installed: once a program listens for SIGINT, SIGINT no longer ends it (as
-//!   with tokio). The pipe and the dispatcher thread are made once.
-//! - **Never lost, may coalesce.** The handler sets `pending` before writing the byte, and the
-//!   dispatcher reads a byte before it swaps `pending` off, so every delivery is seen by a
-//!   dispatch round that starts after it. Several deliveries between two rounds count as one
-//!   (as the kernel itself coalesces pending signals).
-//! - **Seen from creation.** A [`Signal`] sees the deliveries after it was created: `recv`
-//!   returns when the generation moved past the last one this listener saw.
-//! - **No lost wake-up.** A waiter checks the generation and queues itself under the signal's
-//!   lock; the dispatcher bumps the generation before taking the waiters under that lock.
-//! - **Bounded waiters.** A task's waker is kept under its listener's key (one per
-//!   [`Signal`], replaced on re-poll, removed when the listener drops), a parked fiber's node
-//!   is dequeued on every way out.
+
+// # How it works
+//
+// One self-pipe per process, made on first use, and one dispatcher thread that reads it. The
+// handler of each signal (installed once per signal number, on the first [`signal`] call for
+// it, through `signal-hook-registry`) sets that signal's `pending` flag and writes one byte
+// to the pipe; both are async-signal-safe. The dispatcher wakes, and for each pending signal
+// bumps its generation and wakes every fiber, thread and task waiting for it, on whatever
+// worker they live.
+//
+// Why not `signalfd`: it only works if the signal is blocked in every thread of the process,
+// including threads that other libraries started before spindle, which a library cannot
+// guarantee. Why `signal-hook-registry`: it chains with handlers other libraries install
+// (tokio, ctrlc) instead of replacing them, installs each `sigaction` without races, and saves
+// `errno` around the handler; it is the registry tokio's signal support uses too.
+//
+// # Invariants
+//
+// - **Installed once.** Each signal number gets spindle's handler at most once per process,
+//   and it stays installed: once a program listens for SIGINT, SIGINT no longer ends it (as
+//   with tokio). The pipe and the dispatcher thread are made once.
+// - **Never lost, may coalesce.** The handler sets `pending` before writing the byte, and the
+//   dispatcher reads a byte before it swaps `pending` off, so every delivery is seen by a
+//   dispatch round that starts after it. Several deliveries between two rounds count as one
+//   (as the kernel itself coalesces pending signals).
+// - **Seen from creation.** A [`Signal`] sees the deliveries after it was created: `recv`
+//   returns when the generation moved past the last one this listener saw.
+// - **No lost wake-up.** A waiter checks the generation and queues itself under the signal's
+//   lock; the dispatcher bumps the generation before taking the waiters under that lock.
+// - **Bounded waiters.** A task's waker is kept under its listener's key (one per
+//   [`Signal`], replaced on re-poll, removed when the listener drops), a parked fiber's node
+//   is dequeued on every way out.
 
 use std::fmt;
 use std::future::{poll_fn, Future};

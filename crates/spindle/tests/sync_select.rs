@@ -170,3 +170,47 @@ fn blocking_select_in_a_task_panics_pointing_to_select_async() {
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("select_async!"), "{msg}");
 }
+
+#[test]
+fn a_biased_select_takes_the_first_ready_branch_every_time() {
+    let rt = spindle::Runtime::new().unwrap();
+    rt.block_on(|| {
+        let (hi_tx, hi_rx) = channel::<u32>(64);
+        let (lo_tx, lo_rx) = channel::<u32>(64);
+        for i in 0..32 {
+            hi_tx.send(i).unwrap();
+            lo_tx.send(i).unwrap();
+        }
+        // Both always ready: every round takes the high-priority branch while it has values.
+        let mut order = Vec::new();
+        for _ in 0..40 {
+            let got = spindle::select! {
+                biased;
+                v = hi_rx.recv_async() => ("hi", v.unwrap()),
+                v = lo_rx.recv_async() => ("lo", v.unwrap()),
+            };
+            order.push(got.0);
+        }
+        assert!(order[..32].iter().all(|b| *b == "hi"));
+        assert!(order[32..].iter().all(|b| *b == "lo"));
+        // With `default`, and in async code.
+        let polled = spindle::select! {
+            biased;
+            v = hi_rx.recv_async() => v.ok(),
+            default => None,
+        };
+        assert_eq!(polled, None);
+    });
+    let (a_tx, a_rx) = channel::<u8>(1);
+    let (b_tx, b_rx) = channel::<u8>(1);
+    a_tx.send(1).unwrap();
+    b_tx.send(2).unwrap();
+    let h = rt.spawn_async(async move {
+        spindle::select_async! {
+            biased;
+            v = b_rx.recv_async() => v.unwrap(),
+            v = a_rx.recv_async() => v.unwrap(),
+        }
+    });
+    assert_eq!(h.join().unwrap(), 2);
+}

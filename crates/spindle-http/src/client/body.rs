@@ -28,7 +28,7 @@ use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use spindle::time::Sleep;
 
-use super::{Error, ErrorKind, IdleFlag, Key, Lease, Pool};
+use super::{ClientError, ClientErrorKind, IdleFlag, Key, Lease, Pool};
 use crate::{Body, BoxError};
 
 /// What a response body gives back to the pool when it ends: its HTTP/1.1 connection, or
@@ -146,7 +146,7 @@ impl PooledBody {
             self.timer = None;
             self.giveback = None;
             let message = format!("no response body data within {limit:?} (the read timeout)");
-            return Poll::Ready(Some(Err(Box::new(Error::new(ErrorKind::ReadTimeout, message)))));
+            return Poll::Ready(Some(Err(Box::new(ClientError::new(ClientErrorKind::ReadTimeout, message)))));
         }
     }
 }

@@ -13,22 +13,27 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::client::pool::{Conn, IdleFlag, Lease, OpenGuard};
-use crate::client::{ClientConfig, Error, ErrorKind, Key};
+use crate::client::{ClientConfig, ClientError, ClientErrorKind, Key};
 use crate::exec::LocalExec;
 use crate::socket::{self, Io, Transport};
 
 /// Resolves `host:port` and connects to each address in turn, within `timeout` in all.
-async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, Error> {
+async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, ClientError> {
     let connect = spindle::net::TcpStream::connect_async((key.host.as_str(), key.port));
     let stream = match spindle::time::timeout(timeout, connect).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
-            return Err(Error::new(ErrorKind::ConnectTimeout, format!("connecting to {key}: {e}")))
+            return Err(ClientError::new(
+                ClientErrorKind::ConnectTimeout,
+                format!("connecting to {key}: {e}"),
+            ))
         }
-        Ok(Err(e)) => return Err(Error::new(ErrorKind::Connect, format!("connecting to {key}: {e}"))),
+        Ok(Err(e)) => {
+            return Err(ClientError::new(ClientErrorKind::Connect, format!("connecting to {key}: {e}")))
+        }
         Err(_) => {
-            return Err(Error::new(
-                ErrorKind::ConnectTimeout,
+            return Err(ClientError::new(
+                ClientErrorKind::ConnectTimeout,
                 format!("connecting to {key}: not connected within {timeout:?}"),
             ))
         }
@@ -38,7 +43,7 @@ async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, Er
 }
 
 /// A new connection to `key`, its driver spawned; `guard` is the pool's slot for it.
-pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
+pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, ClientError> {
     let (transport, h2) = if key.https {
         // The TLS configuration first: no socket is held open while the system's roots load.
         let tls_config = tls_config(key, config).await?;
@@ -54,14 +59,21 @@ pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> 
     }
 }
 
-async fn handshake_h1(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
+async fn handshake_h1(
+    io: Io,
+    key: &Key,
+    config: &ClientConfig,
+    guard: OpenGuard,
+) -> Result<Conn, ClientError> {
     let reads = Arc::new(AtomicU32::new(0));
     let io = Capped { io, reads: reads.clone() };
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .max_buf_size(config.max_buf_size)
         .handshake(io)
         .await
-        .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/1.1 handshake with {key}"), e))?;
+        .map_err(|e| {
+            ClientError::with_source(ClientErrorKind::Protocol, format!("HTTP/1.1 handshake with {key}"), e)
+        })?;
     let idle = Arc::new(IdleFlag::lent_once());
     spawn_driver(conn, idle.clone(), config.idle_timeout, guard, Some(reads));
     Ok(Conn::H1 { sender, idle })
@@ -129,12 +141,19 @@ impl hyper::rt::Write for Capped {
     }
 }
 
-async fn handshake_h2(io: Io, key: &Key, config: &ClientConfig, guard: OpenGuard) -> Result<Conn, Error> {
+async fn handshake_h2(
+    io: Io,
+    key: &Key,
+    config: &ClientConfig,
+    guard: OpenGuard,
+) -> Result<Conn, ClientError> {
     let (sender, conn) = hyper::client::conn::http2::Builder::new(LocalExec)
         .timer(spindle::hyper_rt::Timer)
         .handshake(io)
         .await
-        .map_err(|e| Error::with_source(ErrorKind::Protocol, format!("HTTP/2 handshake with {key}"), e))?;
+        .map_err(|e| {
+            ClientError::with_source(ClientErrorKind::Protocol, format!("HTTP/2 handshake with {key}"), e)
+        })?;
     let idle = Arc::new(IdleFlag::lent_once());
     // No read cap: hyper runs the HTTP/2 connection's I/O in a task of its own.
     spawn_driver(conn, idle.clone(), config.idle_timeout, guard, None);
@@ -171,7 +190,7 @@ fn spawn_driver<C>(
 /// The client's own TLS configuration, else the system's roots (loaded once per process on
 /// the blocking pool, module `roots`).
 #[cfg(feature = "tls")]
-async fn tls_config(key: &Key, config: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, Error> {
+async fn tls_config(key: &Key, config: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, ClientError> {
     match &config.tls {
         Some(tls) => Ok(tls.clone()),
         None => crate::client::roots::system(key, config.connect_timeout).await,
@@ -184,16 +203,19 @@ async fn tls(
     key: &Key,
     config: &ClientConfig,
     tls: Arc<rustls::ClientConfig>,
-) -> Result<(Transport, bool), Error> {
-    let name = rustls::pki_types::ServerName::try_from(key.host.clone())
-        .map_err(|e| Error::new(ErrorKind::Tls, format!("{key}: not a valid TLS server name: {e}")))?;
+) -> Result<(Transport, bool), ClientError> {
+    let name = rustls::pki_types::ServerName::try_from(key.host.clone()).map_err(|e| {
+        ClientError::new(ClientErrorKind::Tls, format!("{key}: not a valid TLS server name: {e}"))
+    })?;
     let connect = futures_rustls::TlsConnector::from(tls).connect(name, stream);
     let stream = match spindle::time::timeout(config.connect_timeout, connect).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(Error::new(ErrorKind::Tls, format!("TLS handshake with {key}: {e}"))),
+        Ok(Err(e)) => {
+            return Err(ClientError::new(ClientErrorKind::Tls, format!("TLS handshake with {key}: {e}")))
+        }
         Err(_) => {
-            return Err(Error::new(
-                ErrorKind::ConnectTimeout,
+            return Err(ClientError::new(
+                ClientErrorKind::ConnectTimeout,
                 format!("TLS handshake with {key}: not finished within {:?}", config.connect_timeout),
             ))
         }
@@ -205,8 +227,8 @@ async fn tls(
 /// Without the `tls` feature there is no TLS configuration: an `https://` URL is refused
 /// before any socket is opened.
 #[cfg(not(feature = "tls"))]
-async fn tls_config(key: &Key, _config: &ClientConfig) -> Result<std::convert::Infallible, Error> {
-    Err(Error::new(ErrorKind::Tls, format!("{key}: https needs spindle-http's `tls` feature")))
+async fn tls_config(key: &Key, _config: &ClientConfig) -> Result<std::convert::Infallible, ClientError> {
+    Err(ClientError::new(ClientErrorKind::Tls, format!("{key}: https needs spindle-http's `tls` feature")))
 }
 
 #[cfg(not(feature = "tls"))]
@@ -215,6 +237,6 @@ async fn tls(
     _key: &Key,
     _config: &ClientConfig,
     tls: std::convert::Infallible,
-) -> Result<(Transport, bool), Error> {
+) -> Result<(Transport, bool), ClientError> {
     match tls {}
 }

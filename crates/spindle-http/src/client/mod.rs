@@ -24,11 +24,11 @@
 //!
 //! Against broken servers (`tests/client_broken_server.rs`, `tests/client_stale_connections.rs`):
 //! a server that says nothing, or stalls within the response head, ends in
-//! [`ErrorKind::RequestTimeout`] (the request timeout covers up to the response head; a body
+//! [`ClientErrorKind::RequestTimeout`] (the request timeout covers up to the response head; a body
 //! is read at the caller's pace, and a server that stalls within it ends the body with
-//! [`ErrorKind::ReadTimeout`] once a wait for its data passes the read timeout); garbage, a
+//! [`ClientErrorKind::ReadTimeout`] once a wait for its data passes the read timeout); garbage, a
 //! head larger than the 64 KiB read buffer (or over hyper's 100 headers), or a connection
-//! closed or reset before the head, in [`ErrorKind::Protocol`]; a body cut short (closed or
+//! closed or reset before the head, in [`ClientErrorKind::Protocol`]; a body cut short (closed or
 //! reset before its Content-Length or last chunk) in an error from the body, and its
 //! connection is not reused. 1xx responses before the final one are skipped (an endless
 //! stream of them ends with the request timeout: an HTTP/1.1 connection's driver completes
@@ -85,8 +85,8 @@ impl fmt::Display for Key {
 }
 
 impl Key {
-    fn from_uri(uri: &Uri) -> Result<Key, Error> {
-        let bad = |why: &str| Error::new(ErrorKind::InvalidUrl, format!("{uri}: {why}"));
+    fn from_uri(uri: &Uri) -> Result<Key, ClientError> {
+        let bad = |why: &str| ClientError::new(ClientErrorKind::InvalidUrl, format!("{uri}: {why}"));
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -103,7 +103,7 @@ impl Key {
 /// What went wrong with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ClientErrorKind {
     /// The URL is not an absolute `http://` or `https://` URL with a host; or a redirect's
     /// `Location` is not an `http://` or `https://` URL (the message names both).
     InvalidUrl,
@@ -131,27 +131,31 @@ pub enum ErrorKind {
 
 /// A client error: its kind, a message naming the target, and the underlying error if any.
 #[derive(Debug)]
-pub struct Error {
-    kind: ErrorKind,
+pub struct ClientError {
+    kind: ClientErrorKind,
     message: String,
     source: Option<BoxError>,
 }
 
-impl Error {
-    pub(crate) fn new(kind: ErrorKind, message: String) -> Error {
-        Error { kind, message, source: None }
+impl ClientError {
+    pub(crate) fn new(kind: ClientErrorKind, message: String) -> ClientError {
+        ClientError { kind, message, source: None }
     }
 
-    pub(crate) fn with_source(kind: ErrorKind, message: String, source: impl Into<BoxError>) -> Error {
-        Error { kind, message, source: Some(source.into()) }
+    pub(crate) fn with_source(
+        kind: ClientErrorKind,
+        message: String,
+        source: impl Into<BoxError>,
+    ) -> ClientError {
+        ClientError { kind, message, source: Some(source.into()) }
     }
 
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> ClientErrorKind {
         self.kind
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
             Some(source) => write!(f, "{}: {source}", self.message),
@@ -160,7 +164,7 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
+impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as _)
     }
@@ -192,7 +196,7 @@ pub(crate) struct ClientConfig {
 /// once per process, at the first connection that needs them, on spindle's blocking pool (the
 /// wait for it bounded by the connect timeout), and kept for every client. Files that could not
 /// be read beside certificates that could are logged once (`warn`) and the rest is used; when
-/// no certificate could be loaded, every such request fails with [`ErrorKind::Tls`], its message
+/// no certificate could be loaded, every such request fails with [`ClientErrorKind::Tls`], its message
 /// naming `SSL_CERT_FILE` and `ClientBuilder::tls` as the fixes.
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
@@ -242,7 +246,7 @@ impl ClientBuilder {
 
     /// Limit on each wait for response body data (default 30 s): a server that sends the
     /// head, then nothing more (a stalled or hostile peer), ends the body with an error of
-    /// kind [`ErrorKind::ReadTimeout`] after between one and two read timeouts of silence,
+    /// kind [`ClientErrorKind::ReadTimeout`] after between one and two read timeouts of silence,
     /// instead of hanging the reader. It bounds the gaps, not the whole body: a slow body that
     /// keeps coming is read to its end. Streams with long quiet spells (server-sent events,
     /// long polls) want a longer one or `None` (no limit). Enforced when the body is read on a
@@ -384,15 +388,17 @@ impl Client {
     }
 
     /// `GET url`, blocking style (see [`Client::request`]).
-    pub fn get(&self, url: &str) -> Result<Response<Body>, Error> {
-        let uri: Uri = url.parse().map_err(|e| Error::new(ErrorKind::InvalidUrl, format!("{url:?}: {e}")))?;
+    pub fn get(&self, url: &str) -> Result<Response<Body>, ClientError> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| ClientError::new(ClientErrorKind::InvalidUrl, format!("{url:?}: {e}")))?;
         self.request(Request::get(uri).body(Body::empty()).expect("a GET with a parsed URI"))
     }
 
     /// Sends `req` (an absolute URL) and returns the response once its head has arrived
     /// (following redirects as the builder's [`redirect::Policy`] says), blocking style: in a
     /// fiber, the fiber parks meanwhile. Read the body with [`Body::bytes`] or as a stream.
-    pub fn request<B: Into<Body>>(&self, req: Request<B>) -> Result<Response<Body>, Error> {
+    pub fn request<B: Into<Body>>(&self, req: Request<B>) -> Result<Response<Body>, ClientError> {
         spindle::task::block_on(self.send(req))
     }
 
@@ -405,13 +411,13 @@ impl Client {
     pub fn send<B: Into<Body>>(
         &self,
         req: Request<B>,
-    ) -> impl Future<Output = Result<Response<Body>, Error>> + 'static {
+    ) -> impl Future<Output = Result<Response<Body>, ClientError>> + 'static {
         let inner = self.inner.clone();
         let req = req.map(Into::into);
         async move {
             if spindle::Handle::current().is_none() {
-                return Err(Error::new(
-                    ErrorKind::NoRuntime,
+                return Err(ClientError::new(
+                    ClientErrorKind::NoRuntime,
                     "spindle_http::Client used outside a spindle runtime".into(),
                 ));
             }
@@ -445,14 +451,17 @@ fn within<'a, F: Future + ?Sized>(
     mut future: Pin<&'a mut F>,
     timer: &'a mut Option<spindle::time::Sleep>,
     limit: Option<Duration>,
-) -> impl Future<Output = Result<F::Output, Error>> + 'a {
+) -> impl Future<Output = Result<F::Output, ClientError>> + 'a {
     poll_fn(move |cx| {
         if let Poll::Ready(output) = future.as_mut().poll(cx) {
             return Poll::Ready(Ok(output));
         }
         match (timer.as_mut(), limit) {
             (Some(timer), Some(limit)) => Pin::new(timer).poll(cx).map(|()| {
-                Err(Error::new(ErrorKind::RequestTimeout, format!("no response within {limit:?}")))
+                Err(ClientError::new(
+                    ClientErrorKind::RequestTimeout,
+                    format!("no response within {limit:?}"),
+                ))
             }),
             _ => Poll::Pending,
         }
@@ -471,7 +480,7 @@ async fn exchange(
     inner: &Arc<Inner>,
     mut req: Request<Body>,
     kept: Option<&Kept>,
-) -> Result<Response<PooledBody>, Error> {
+) -> Result<Response<PooledBody>, ClientError> {
     let key = Key::from_uri(req.uri())?;
     let mut retries = 0;
     loop {
@@ -529,7 +538,7 @@ async fn exchange(
 }
 
 /// A connection for `key`: a live pooled one (`true`: reused) or a new one (`false`).
-async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), Error> {
+async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), ClientError> {
     let config = &inner.config;
     let h2_wanted = !key.https && config.http2_prior_knowledge;
     loop {
@@ -557,7 +566,11 @@ async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), Error> 
         match ready {
             Ok(()) => return Ok((conn, !fresh)),
             Err(e) if fresh => {
-                return Err(Error::with_source(ErrorKind::Protocol, format!("new connection to {key}"), e))
+                return Err(ClientError::with_source(
+                    ClientErrorKind::Protocol,
+                    format!("new connection to {key}"),
+                    e,
+                ))
             }
             Err(_) => {}
         }

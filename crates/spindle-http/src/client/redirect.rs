@@ -7,7 +7,7 @@
 //! 1. **Where to.** `Location` is a URI reference resolved against the URL of the request that
 //!    got it (RFC 3986 section 5, the `url` crate): an absolute URL, `//host/path`, `/path`,
 //!    `path`, `?query`. Its fragment is dropped. A target that is not `http://` or `https://`
-//!    (or not a URL at all) ends the chain with an [`ErrorKind::InvalidUrl`] error naming
+//!    (or not a URL at all) ends the chain with an [`ClientErrorKind::InvalidUrl`] error naming
 //!    both URLs. A 3xx without `Location` (or of another code: 300, 304...) is the response.
 //! 2. **Method and body** (RFC 9110 section 15.4, as reqwest): `303` turns every method but
 //!    GET and HEAD into GET, and `301` and `302` turn POST into GET; that GET has no body, and
@@ -20,7 +20,7 @@
 //!    host or the port, or goes from `https` to `http`: the same host keeps them (Go's rule,
 //!    with the port counted). `Host` is removed, so that the next hop sets it from its URL.
 //! 4. **Limit.** A response that would be redirect number `limit + 1` ends the chain with an
-//!    [`ErrorKind::TooManyRedirects`] error naming the limit and the last URLs: a loop sends
+//!    [`ClientErrorKind::TooManyRedirects`] error naming the limit and the last URLs: a loop sends
 //!    `limit + 1` requests, then stops.
 //! 5. **Connections.** The body of a response that is followed is read and thrown away when it
 //!    is short (at most 2 KiB, `DRAIN_LIMIT`; most redirects have a few bytes or none), so
@@ -56,7 +56,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 
 use super::body::PooledBody;
 use super::retry::Kept;
-use super::{exchange, Error, ErrorKind, Inner, Key};
+use super::{exchange, ClientError, ClientErrorKind, Inner, Key};
 use crate::Body;
 
 /// Which redirects a [`Client`](super::Client) follows: set with
@@ -70,7 +70,7 @@ pub struct Policy {
 
 impl Policy {
     /// Follow at most `max` redirects a request: a response that would be redirect number
-    /// `max + 1` is an [`ErrorKind::TooManyRedirects`] error (so `limited(0)` makes every
+    /// `max + 1` is an [`ClientErrorKind::TooManyRedirects`] error (so `limited(0)` makes every
     /// redirect an error, where [`Policy::none`] returns it).
     pub fn limited(max: usize) -> Policy {
         Policy { limit: Some(max) }
@@ -127,7 +127,7 @@ pub(super) async fn chain(
     limit: usize,
     mut sent: Kept,
     mut res: Response<PooledBody>,
-) -> Result<Response<PooledBody>, Error> {
+) -> Result<Response<PooledBody>, ClientError> {
     let mut followed = 0;
     loop {
         let status = res.status();
@@ -146,7 +146,7 @@ pub(super) async fn chain(
                 "more than {limit} redirects (the limit): the last, {status} from {from}, to {}",
                 next.uri()
             );
-            return Err(Error::new(ErrorKind::TooManyRedirects, message));
+            return Err(ClientError::new(ClientErrorKind::TooManyRedirects, message));
         }
         log::debug!("{status} from {from}: following to {}", next.uri());
         drain(res.into_body()).await;
@@ -185,9 +185,10 @@ async fn drain(mut body: PooledBody) {
 }
 
 /// `location` resolved against `base`, if it is an `http` or `https` URL (rule 1).
-fn resolve(base: &Uri, location: &hyper::header::HeaderValue) -> Result<Uri, Error> {
-    let bad =
-        |why: &str| Error::new(ErrorKind::InvalidUrl, format!("redirect from {base} to {location:?}: {why}"));
+fn resolve(base: &Uri, location: &hyper::header::HeaderValue) -> Result<Uri, ClientError> {
+    let bad = |why: &str| {
+        ClientError::new(ClientErrorKind::InvalidUrl, format!("redirect from {base} to {location:?}: {why}"))
+    };
     // Servers do send raw UTF-8 (not ASCII) in `Location`; `url` percent-encodes it.
     let text = std::str::from_utf8(location.as_bytes()).map_err(|_| bad("Location is not UTF-8"))?;
     let base_url = url::Url::parse(&base.to_string()).map_err(|e| bad(&format!("the base URL: {e}")))?;
@@ -247,7 +248,7 @@ fn same_origin_for_credentials(from: &Uri, to: &Uri) -> bool {
 mod tests {
     use super::*;
 
-    fn resolved(base: &str, location: &str) -> Result<String, ErrorKind> {
+    fn resolved(base: &str, location: &str) -> Result<String, ClientErrorKind> {
         let location = hyper::header::HeaderValue::from_str(location).unwrap();
         resolve(&base.parse().unwrap(), &location).map(|uri| uri.to_string()).map_err(|e| e.kind())
     }
@@ -262,9 +263,9 @@ mod tests {
         assert_eq!(resolved(base, "../y").unwrap(), "http://a.test:8080/b/y");
         assert_eq!(resolved(base, "?r=2").unwrap(), "http://a.test:8080/b/c/d?r=2");
         assert_eq!(resolved(base, "/y#frag").unwrap(), "http://a.test:8080/y");
-        assert_eq!(resolved(base, "ftp://x.test/y"), Err(ErrorKind::InvalidUrl));
-        assert_eq!(resolved(base, "mailto:someone@x.test"), Err(ErrorKind::InvalidUrl));
-        assert_eq!(resolved(base, "http://"), Err(ErrorKind::InvalidUrl));
+        assert_eq!(resolved(base, "ftp://x.test/y"), Err(ClientErrorKind::InvalidUrl));
+        assert_eq!(resolved(base, "mailto:someone@x.test"), Err(ClientErrorKind::InvalidUrl));
+        assert_eq!(resolved(base, "http://"), Err(ClientErrorKind::InvalidUrl));
     }
 
     #[test]

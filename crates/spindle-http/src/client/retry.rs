@@ -11,7 +11,7 @@
 
 use hyper::{Request, Uri, Version};
 
-use super::{Error, ErrorKind, Key};
+use super::{ClientError, ClientErrorKind, Key};
 use crate::body::Held;
 use crate::Body;
 
@@ -28,7 +28,7 @@ pub(super) fn failed(
     mut refused: hyper::client::conn::TrySendError<Request<Body>>,
     may_retry: bool,
     replay: Option<Replay<'_>>,
-) -> (Error, Option<Request<Body>>) {
+) -> (ClientError, Option<Request<Body>>) {
     let unsent = if may_retry { refused.take_message() } else { None };
     let e = refused.into_error();
     let closed = e.is_incomplete_message()
@@ -43,7 +43,7 @@ pub(super) fn failed(
         }),
         None => replay.filter(|_| closed).and_then(Replay::into_request),
     };
-    (Error::with_source(ErrorKind::Protocol, format!("request to {key}"), e), again)
+    (ClientError::with_source(ClientErrorKind::Protocol, format!("request to {key}"), e), again)
 }
 
 /// `uri` with `key`'s scheme and authority (a request HTTP/1.1 gave back in the origin form).

@@ -18,20 +18,20 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::client::{Error, ErrorKind, Key};
+use crate::client::{ClientError, ClientErrorKind, Key};
 
 /// The process's outcome of loading the system's roots (module docs, "once per process").
 static SYSTEM: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
 
 /// The configuration trusting the system's roots (ALPN `h2`, `http/1.1`), loaded at the first
 /// call on spindle's blocking pool, waited for within `timeout`.
-pub(crate) async fn system(key: &Key, timeout: Duration) -> Result<Arc<rustls::ClientConfig>, Error> {
+pub(crate) async fn system(key: &Key, timeout: Duration) -> Result<Arc<rustls::ClientConfig>, ClientError> {
     let outcome = match SYSTEM.get() {
         Some(outcome) => outcome.clone(),
         None => {
             if spindle::Handle::current().is_none() {
-                return Err(Error::new(
-                    ErrorKind::NoRuntime,
+                return Err(ClientError::new(
+                    ClientErrorKind::NoRuntime,
                     format!("{key}: loading the system's root certificates needs a spindle runtime"),
                 ));
             }
@@ -40,15 +40,15 @@ pub(crate) async fn system(key: &Key, timeout: Duration) -> Result<Arc<rustls::C
                 Ok(Ok(outcome)) => outcome,
                 // The runtime shut down before the job ran, or it panicked: not kept.
                 Ok(Err(e)) => {
-                    return Err(Error::new(
-                        ErrorKind::Tls,
+                    return Err(ClientError::new(
+                        ClientErrorKind::Tls,
                         format!("{key}: loading the system's root certificates: {e}"),
                     ))
                 }
                 // The job goes on and keeps its outcome for the next connection.
                 Err(_) => {
-                    return Err(Error::new(
-                        ErrorKind::ConnectTimeout,
+                    return Err(ClientError::new(
+                        ClientErrorKind::ConnectTimeout,
                         format!("{key}: the system's root certificates were not loaded within {timeout:?}"),
                     ))
                 }
@@ -56,8 +56,8 @@ pub(crate) async fn system(key: &Key, timeout: Duration) -> Result<Arc<rustls::C
         }
     };
     outcome.map_err(|why| {
-        Error::new(
-            ErrorKind::Tls,
+        ClientError::new(
+            ClientErrorKind::Tls,
             format!(
                 "{key}: no trusted root certificate found on this system ({why}); set SSL_CERT_FILE to a PEM \
                  file of CA certificates (or SSL_CERT_DIR to a directory of them), or configure TLS with \

@@ -93,15 +93,33 @@ impl<T> JoinHandle<T> {
         }
     }
 
-    /// Cancels the fiber: it unwinds (running destructors) with a
+    /// Aborts the fiber: it unwinds (running destructors) with a
     /// [`Cancelled`](crate::Cancelled) payload at its next suspension point (a park, yield,
     /// sleep, lock, channel or socket wait), or never starts if it has not yet. `join` then
     /// returns a cancelled [`JoinError`], unless the fiber finished first. Code that never
-    /// suspends cannot be interrupted. Callable from any thread.
-    pub fn cancel(&self) {
+    /// suspends cannot be interrupted. Callable from any thread. The name of
+    /// [`task::JoinHandle::abort`](crate::task::JoinHandle::abort) and tokio's.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// rt.block_on(|| {
+    ///     let (_tx, rx) = spindle::sync::channel::<u32>(1);
+    ///     let waiter = spindle::spawn(move || rx.recv());
+    ///     waiter.abort();
+    ///     assert!(waiter.join().unwrap_err().is_cancelled());
+    /// });
+    /// ```
+    pub fn abort(&self) {
         let fiber = self.cell.stage.fiber_ref();
         fiber.header.set_cancelled(CancelReason::Handle);
         crate::park::unpark(&fiber);
+    }
+
+    /// [`abort`](Self::abort) under the name fiber code has used (cancellation is what a
+    /// fiber's abort is made of: [`Cancelled`](crate::Cancelled),
+    /// [`JoinError::is_cancelled`]). Kept as an alias; new code says `abort`.
+    pub fn cancel(&self) {
+        self.abort();
     }
 
     /// Waits at most until `deadline` for the fiber to finish; true if it has.

@@ -6,7 +6,7 @@
 //! built on; they follow `std::thread::park`'s contract, permit included, so a wake-up that
 //! arrives before the park is never lost and callers re-check their condition in a loop.
 //!
-//! Soundness rules (see `docs/ARCHITECTURE.md`):
+//! What spindle guarantees about fibers:
 //! - A fiber never changes thread once it has started, so thread-locals and `!Send` values
 //!   on its stack stay on their thread. Thread-locals belong to the worker, shared by all its
 //!   fibers; per-fiber state goes in [`fiber_local!`](crate::fiber_local) statics.

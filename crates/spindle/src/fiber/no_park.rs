@@ -24,8 +24,9 @@ thread_local! {
 /// Marks a section that must not park (see the module docs); the section ends when the
 /// marker drops.
 ///
-/// Compiled, not run (it panics); `tests/fiber_no_park.rs` asserts the panic.
-///
+// The example is compiled, not run: whether a doctest sees `debug_assertions` does not follow
+// the build of spindle it links (under `cargo test --release` it read "debug" while spindle's
+// check was compiled away); tests/fiber_no_park.rs asserts the panic in debug builds.
 /// ```no_run
 /// use std::cell::RefCell;
 /// thread_local! { static CACHE: RefCell<Vec<u8>> = RefCell::new(Vec::new()); }

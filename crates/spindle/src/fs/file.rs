@@ -40,8 +40,8 @@ pub const MAX_IO_BYTES: usize = 2 * 1024 * 1024;
 ///
 /// Operations run one at a time in the order they were started, whoever started them: a
 /// `File` shared by fibers (`&File`, `Arc<File>`) never reorders or interleaves a read, a
-/// write or a seek, and an async operation abandoned half-way still runs in its place
-/// (module `fs`, invariants). Dropping a `File` lets its queued operations finish; the
+/// write or a seek, and an async operation abandoned half-way still runs in its place.
+/// Dropping a `File` lets its queued operations finish; the
 /// descriptor closes after the last.
 ///
 /// ```

@@ -26,27 +26,27 @@
 //! });
 //! assert_eq!(text.unwrap(), "hello");
 //! ```
-//!
-//! # Invariants
-//!
-//! - **Never on a worker.** On a spindle worker every file system call runs on the runtime's
-//!   file pool (module `blocking`'s pool, sized by `Builder::max_file_threads`), never on the
-//!   worker thread. Off a worker (a plain thread, which stalls nobody) the calls
-//!   run on the calling thread, as std's do.
-//! - **A blocking-style call from an async task panics** at the caller's line, naming the
-//!   async form (module `sched::caller`): it would stall every fiber and task of the worker.
-//! - **Errors are std's.** Each job calls the `std::fs` function of the same name, so results
-//!   and `io::ErrorKind`s are exactly std's.
-//! - **One hop per call**, not per byte or per entry: [`read`] of a large file is one job, and
-//!   [`ReadDir`] reads entries in batches of [`READ_DIR_BATCH`] per job.
-//! - **A [`File`]'s operations run one at a time, in the order they were started** (module
-//!   `file`): a `File` shared by two fibers, or an async operation abandoned half-way, never
-//!   reorders or interleaves its reads, writes and seeks.
-//! - **A started operation completes.** A thread cannot be interrupted, so a job that began
-//!   runs to its end even if the fiber that waits for it is cancelled or the future that
-//!   started it is dropped; its result is then discarded.
-//! - **Shutdown.** A job still queued when its runtime shuts down does not run; its caller gets
-//!   an error (`io::ErrorKind::Other`, "runtime shut down").
+
+// # Invariants
+//
+// - **Never on a worker.** On a spindle worker every file system call runs on the runtime's
+//   file pool (module `blocking`'s pool, sized by `Builder::max_file_threads`), never on the
+//   worker thread. Off a worker (a plain thread, which stalls nobody) the calls
+//   run on the calling thread, as std's do.
+// - **A blocking-style call from an async task panics** at the caller's line, naming the
+//   async form (module `sched::caller`): it would stall every fiber and task of the worker.
+// - **Errors are std's.** Each job calls the `std::fs` function of the same name, so results
+//   and `io::ErrorKind`s are exactly std's.
+// - **One hop per call**, not per byte or per entry: [`read`] of a large file is one job, and
+//   [`ReadDir`] reads entries in batches of [`READ_DIR_BATCH`] per job.
+// - **A [`File`]'s operations run one at a time, in the order they were started** (module
+//   `file`): a `File` shared by two fibers, or an async operation abandoned half-way, never
+//   reorders or interleaves its reads, writes and seeks.
+// - **A started operation completes.** A thread cannot be interrupted, so a job that began
+//   runs to its end even if the fiber that waits for it is cancelled or the future that
+//   started it is dropped; its result is then discarded.
+// - **Shutdown.** A job still queued when its runtime shuts down does not run; its caller gets
+//   an error (`io::ErrorKind::Other`, "runtime shut down").
 
 mod dir;
 mod file;

@@ -109,7 +109,7 @@ fn fiber_poll(worker: &Worker, fds: *mut pollfd, nfds: nfds_t, deadline: Option<
         if n != 0 {
             return n;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
             return 0;
         }
         match park_on_any(worker, &watched, deadline) {
@@ -125,7 +125,7 @@ fn fiber_poll(worker: &Worker, fds: *mut pollfd, nfds: nfds_t, deadline: Option<
 
 /// A timeout in milliseconds as a deadline (negative: none).
 fn deadline_ms(timeout: c_int) -> Option<Instant> {
-    (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64))
+    (timeout >= 0).then(|| crate::sched::clock::now() + Duration::from_millis(timeout as u64))
 }
 
 /// A `timespec` timeout as a deadline; `Err` for an invalid one.
@@ -138,7 +138,7 @@ fn deadline_ts(ts: *const timespec) -> Result<Option<Instant>, ()> {
     if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return Err(());
     }
-    Ok(Instant::now().checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)))
+    Ok(crate::sched::clock::now().checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)))
 }
 
 /// Whether `ts` is a timeout of zero (no wait: the C library's call as it is).
@@ -287,12 +287,14 @@ pub unsafe extern "C" fn select(
             set_errno(libc::EINVAL);
             return -1;
         }
-        Some(t) => Instant::now().checked_add(Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)),
+        Some(t) => {
+            crate::sched::clock::now().checked_add(Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000))
+        }
     };
     // SAFETY: the caller's contract.
     let n = unsafe { fiber_select(worker, nfds, readfds, writefds, exceptfds, deadline) };
     if let (Some(d), false) = (deadline, timeout.is_null()) {
-        let left = d.saturating_duration_since(Instant::now());
+        let left = d.saturating_duration_since(crate::sched::clock::now());
         // SAFETY: a non-null timeout is valid for writes.
         unsafe { *timeout = timeval { tv_sec: left.as_secs() as _, tv_usec: left.subsec_micros() as _ } };
     }
@@ -347,7 +349,7 @@ fn fiber_epoll_wait(
         if n != 0 {
             return n;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
             return 0;
         }
         let watch = [Watch { waitable: waitable.clone(), dir: Direction::Read, seen }];

@@ -4,7 +4,7 @@
 //! (module doc of `hook`), so the time left is always zero; a cancelled fiber's sleep
 //! returns at once, as if it had slept.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use libc::{c_int, c_uint, clockid_t, timespec};
 
@@ -21,7 +21,7 @@ fn duration(ts: &timespec) -> Option<Duration> {
 /// Parks the fiber for `d` (spindle's sleep). Cancelled, it returns at once as if it had
 /// slept: the fiber unwinds at its next park in spindle's code (module doc of `hook`).
 fn fiber_sleep(worker: &Worker, d: Duration) {
-    parked(worker, (), || match Instant::now().checked_add(d) {
+    parked(worker, (), || match crate::sched::clock::now().checked_add(d) {
         Some(deadline) => crate::time::sleep_until(deadline),
         None => crate::time::sleep(crate::time::NEVER),
     })

@@ -25,7 +25,7 @@ pub(super) fn blocking_socket(fd: RawFd) -> Option<(&'static Entry, bool)> {
 
 /// The deadline a socket timeout sets for a call starting now.
 pub(super) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
-    timeout.and_then(|t| Instant::now().checked_add(t))
+    timeout.and_then(|t| crate::sched::clock::now().checked_add(t))
 }
 
 /// A fiber's waits on one descriptor during one call: the registration, once made, kept for

@@ -9,22 +9,22 @@
 //! disagree with every other program on the host in exactly the cases that are hard to debug.
 //! A lookup is rare next to the requests it enables, so a thread hop per cache miss costs
 //! nothing that matters; the cache makes repeated connects to the same host free.
-//!
-//! # Invariants
-//!
-//! - **Never on a worker.** On a spindle worker a lookup runs as a `spawn_blocking` job; the
-//!   calling fiber parks (or the task returns `Pending`) until it finishes or the resolver's
-//!   timeout passes. Only on a plain thread, which stalls nobody, does it run inline.
-//! - **Bounded waits.** A lookup that never answers ends the caller's wait with `TimedOut`
-//!   after the resolver's timeout (default [`DEFAULT_TIMEOUT`]). The pool thread stays in
-//!   `getaddrinfo` until the system gives up (a thread cannot be interrupted): at most
-//!   `max_blocking_threads` such lookups can be stuck at once, later jobs queue.
-//! - **One job per name.** Concurrent lookups of one name share one job (`net/flight.rs`):
-//!   10,000 connects to one host run one `getaddrinfo`, and a name that never answers holds
-//!   one pool thread, not one per caller.
-//! - **Bounded cache.** At most `capacity` names, each kept for `ttl` after its lookup (the
-//!   system resolver does not report record TTLs, so one fixed TTL applies). Failures are not
-//!   cached. IP literals never reach the cache or the pool.
+
+// # Invariants
+//
+// - **Never on a worker.** On a spindle worker a lookup runs as a `spawn_blocking` job; the
+//   calling fiber parks (or the task returns `Pending`) until it finishes or the resolver's
+//   timeout passes. Only on a plain thread, which stalls nobody, does it run inline.
+// - **Bounded waits.** A lookup that never answers ends the caller's wait with `TimedOut`
+//   after the resolver's timeout (default [`DEFAULT_TIMEOUT`]). The pool thread stays in
+//   `getaddrinfo` until the system gives up (a thread cannot be interrupted): at most
+//   `max_blocking_threads` such lookups can be stuck at once, later jobs queue.
+// - **One job per name.** Concurrent lookups of one name share one job (`net/flight.rs`):
+//   10,000 connects to one host run one `getaddrinfo`, and a name that never answers holds
+//   one pool thread, not one per caller.
+// - **Bounded cache.** At most `capacity` names, each kept for `ttl` after its lookup (the
+//   system resolver does not report record TTLs, so one fixed TTL applies). Failures are not
+//   cached. IP literals never reach the cache or the pool.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -4,7 +4,8 @@
 //!
 //! - **Async tasks** use the `*_async` methods ([`TcpStream::connect_async`],
 //!   [`UnixStream::connect_async`], [`UdpSocket::recv_from_async`], …) and the `futures-io`
-//!   traits; fibers use the blocking-style calls.
+//!   traits (with the `tokio-io` feature, tokio's `AsyncRead`/`AsyncWrite` too, without a
+//!   tokio runtime); fibers use the blocking-style calls.
 //! - **Names** given to `connect` and `send_to` are resolved by [`dns`] on the runtime's
 //!   blocking pool, never on a worker thread (which would stall every fiber on it), with a
 //!   small TTL-bounded cache; IP literals need no lookup. `bind` takes std's addresses and
@@ -43,6 +44,8 @@ mod source;
 mod split;
 mod stream;
 mod tcp;
+#[cfg(feature = "tokio-io")]
+mod tokio_io;
 mod udp;
 mod unix;
 

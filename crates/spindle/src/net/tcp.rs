@@ -91,7 +91,26 @@ impl TcpListener {
         }
     }
 
-    /// An endless iterator over accepted connections (`accept` in a loop).
+    /// The accepted connections, endlessly: an `Iterator` for fibers (`accept` in a loop)
+    /// and a `futures_core::Stream` for tasks ([`poll_accept`](Self::poll_accept) in a loop).
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use std::future::poll_fn;
+    /// use futures_core::Stream;
+    /// use spindle::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let server = rt.spawn_async(async move {
+    ///     let mut incoming = pin!(listener.incoming());
+    ///     let conn = poll_fn(|cx| incoming.as_mut().poll_next(cx)).await.unwrap().unwrap();
+    ///     conn.peer_addr().unwrap()
+    /// });
+    /// let client = rt.block_on(move || TcpStream::connect(addr).unwrap());
+    /// assert_eq!(server.join().unwrap(), client.local_addr().unwrap());
+    /// ```
     pub fn incoming(&self) -> Incoming<'_> {
         Incoming { listener: self }
     }
@@ -139,6 +158,13 @@ impl Iterator for Incoming<'_> {
     type Item = io::Result<TcpStream>;
     fn next(&mut self) -> Option<io::Result<TcpStream>> {
         Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+impl futures_core::Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<io::Result<TcpStream>>> {
+        self.listener.poll_accept(cx).map(|accepted| Some(accepted.map(|(s, _)| s)))
     }
 }
 

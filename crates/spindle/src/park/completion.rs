@@ -181,7 +181,7 @@ impl Completion {
         }
         let Some(forward) = self.forward(joiner) else { return true };
         *lock(&forward.0) = Some(Waiter::current());
-        while !self.is_complete() && Instant::now() < deadline {
+        while !self.is_complete() && crate::sched::clock::now() < deadline {
             super::park_until(Some(deadline), reason);
         }
         if self.is_complete() {

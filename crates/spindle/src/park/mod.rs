@@ -237,7 +237,8 @@ pub(crate) fn park_until(deadline: Option<Instant>, reason: &'static str) {
     let Some(deadline) = deadline else { return park_on(reason) };
     crate::fiber::check_no_park(reason);
     let caller = blocking_caller(reason);
-    let now = Instant::now();
+    // The runtime's clock, as the deadline (module `sched::clock`); a thread's is the real one.
+    let now = crate::sched::clock::now();
     if now >= deadline {
         return;
     }

@@ -16,12 +16,16 @@
 //!   `recv` never strands a value that another waiter is waiting for.
 //! - **Futures.** A pending future's node carries its task's waker; a re-poll with a waker that
 //!   would not wake the same task replaces the node (it goes to the back of the list).
+//! - **Slots outlive one borrow.** [`WaitSlot`] is the node of a wait whose owner keeps it
+//!   across calls (a `Stream`'s polls, a set's `&mut self` waits) and passes the lock to each;
+//!   the rules above hold for it, its owner calling `leave` where a `Wait` is dropped. A slot
+//!   polled as a future and then used to block (or the reverse) replaces its node first.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use crate::lock::lock;
+use crate::lock::lock as lock_state;
 use crate::park::{self, WaitList, WaitNode};
 
 /// The waiters to wake after the lock is released.
@@ -34,7 +38,7 @@ pub(crate) struct Wait<'a, S> {
     /// Under the lock, for a caller that leaves after a waker dequeued it without taking what
     /// it was woken for: the waiters to pass the wake-up on to.
     pass_on: fn(&mut S) -> Wakes,
-    node: Option<Arc<WaitNode>>,
+    slot: WaitSlot,
 }
 
 impl<'a, S> Wait<'a, S> {
@@ -43,24 +47,17 @@ impl<'a, S> Wait<'a, S> {
         list: fn(&mut S) -> &mut WaitList,
         pass_on: fn(&mut S) -> Wakes,
     ) -> Self {
-        Wait { lock, list, pass_on, node: None }
+        Wait { lock, list, pass_on, slot: WaitSlot::default() }
+    }
+
+    /// The lock this wait is on.
+    pub(crate) fn lock(&self) -> &'a Mutex<S> {
+        self.lock
     }
 
     /// Whether this wait has not queued yet (so a fast path may bypass it).
     pub(crate) fn is_fresh(&self) -> bool {
-        self.node.is_none()
-    }
-
-    /// Whether a waker dequeued our node since it was queued.
-    fn woken(&self) -> bool {
-        self.node.as_ref().is_some_and(|n| !n.is_queued())
-    }
-
-    /// Done: dequeue the node if a spurious return left it queued.
-    fn finish(&mut self, state: &mut S) {
-        if let Some(node) = self.node.take() {
-            (self.list)(state).remove(&node);
-        }
+        self.slot.node.is_none()
     }
 
     /// Waits until `try_take` yields, parking the fiber (or thread) between rounds; `None` once
@@ -70,40 +67,103 @@ impl<'a, S> Wait<'a, S> {
         &mut self,
         deadline: Option<Instant>,
         reason: &'static str,
-        mut try_take: impl FnMut(&mut S, bool) -> Option<R>,
+        try_take: impl FnMut(&mut S, bool) -> Option<R>,
     ) -> Option<R> {
-        // A blocking-style wait from an async task panics at once, whether or not it would
-        // have to park (module `sched::caller`).
-        let _ = crate::sched::caller::blocking_caller(reason);
-        loop {
-            let mut state = lock(self.lock);
-            let woken = self.woken();
-            if let Some(r) = try_take(&mut state, woken) {
-                self.finish(&mut state);
-                return Some(r);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return None; // Drop leaves the list
-            }
-            (self.list)(&mut state).push(self.node.get_or_insert_with(WaitNode::new));
-            drop(state);
-            park::park_until(deadline, reason);
-        }
+        self.slot.block(self.lock, self.list, deadline, reason, try_take)
     }
 
     /// One round as a future: `Ready` when `try_take` yields, else queues the task's waker.
     pub(crate) fn poll<R>(
         &mut self,
         cx: &mut Context<'_>,
+        try_take: impl FnMut(&mut S, bool) -> Option<R>,
+    ) -> Poll<R> {
+        self.slot.poll(self.lock, self.list, cx, try_take)
+    }
+}
+
+impl<S> Drop for Wait<'_, S> {
+    fn drop(&mut self) {
+        self.slot.leave(self.lock, self.list, self.pass_on);
+    }
+}
+
+/// The node of a [`Wait`] whose owner keeps it across calls that each borrow the lock anew:
+/// a `Stream` implementation (a receiver polled again and again), a set whose `&mut self`
+/// methods wait. The owner passes the same lock and list to every call, and calls
+/// [`leave`](Self::leave) when it goes away (a `Wait` does that in its `Drop`).
+#[derive(Debug, Default)]
+pub(crate) struct WaitSlot {
+    node: Option<Arc<WaitNode>>,
+}
+
+impl WaitSlot {
+    /// Whether a waker dequeued our node since it was queued.
+    fn woken(&self) -> bool {
+        self.node.as_ref().is_some_and(|n| !n.is_queued())
+    }
+
+    /// Done: dequeue the node if a spurious return left it queued.
+    fn finish<S>(&mut self, state: &mut S, list: fn(&mut S) -> &mut WaitList) {
+        if let Some(node) = self.node.take() {
+            list(state).remove(&node);
+        }
+    }
+
+    /// [`Wait::block`] with the lock and list given. A node left from an earlier call (a
+    /// poll, or a wait that unwound) is replaced before this call queues: a node wakes the
+    /// caller that made it.
+    #[track_caller]
+    pub(crate) fn block<S, R>(
+        &mut self,
+        lock: &Mutex<S>,
+        list: fn(&mut S) -> &mut WaitList,
+        deadline: Option<Instant>,
+        reason: &'static str,
+        mut try_take: impl FnMut(&mut S, bool) -> Option<R>,
+    ) -> Option<R> {
+        // A blocking-style wait from an async task panics at once, whether or not it would
+        // have to park (module `sched::caller`).
+        let _ = crate::sched::caller::blocking_caller(reason);
+        let mut mine = false;
+        loop {
+            let mut state = lock_state(lock);
+            let woken = self.woken();
+            if let Some(r) = try_take(&mut state, woken) {
+                self.finish(&mut *state, list);
+                return Some(r);
+            }
+            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
+                return None; // the owner leaves the list
+            }
+            if !mine {
+                if let Some(old) = self.node.take() {
+                    list(&mut state).remove(&old);
+                }
+                self.node = Some(WaitNode::new());
+                mine = true;
+            }
+            list(&mut state).push(self.node.as_ref().expect("just set"));
+            drop(state);
+            park::park_until(deadline, reason);
+        }
+    }
+
+    /// [`Wait::poll`] with the lock and list given.
+    pub(crate) fn poll<S, R>(
+        &mut self,
+        lock: &Mutex<S>,
+        list: fn(&mut S) -> &mut WaitList,
+        cx: &mut Context<'_>,
         mut try_take: impl FnMut(&mut S, bool) -> Option<R>,
     ) -> Poll<R> {
-        let mut state = lock(self.lock);
+        let mut state = lock_state(lock);
         let woken = self.woken();
         if let Some(r) = try_take(&mut state, woken) {
-            self.finish(&mut state);
+            self.finish(&mut *state, list);
             return Poll::Ready(r);
         }
-        let list = (self.list)(&mut state);
+        let list = list(&mut state);
         match &self.node {
             Some(node) if node.is_queued() && node.will_wake(cx.waker()) => {}
             _ => {
@@ -117,17 +177,22 @@ impl<'a, S> Wait<'a, S> {
         }
         Poll::Pending
     }
-}
 
-impl<S> Drop for Wait<'_, S> {
-    fn drop(&mut self) {
+    /// The owner goes away (or gives up this wait): dequeues the node, or, if a waker had
+    /// dequeued it already, passes the wake-up on ("leaving").
+    pub(crate) fn leave<S>(
+        &mut self,
+        lock: &Mutex<S>,
+        list: fn(&mut S) -> &mut WaitList,
+        pass_on: fn(&mut S) -> Wakes,
+    ) {
         let Some(node) = self.node.take() else { return };
-        let mut state = lock(self.lock);
+        let mut state = lock_state(lock);
         let wakes = if node.is_queued() {
-            (self.list)(&mut state).remove(&node);
+            list(&mut state).remove(&node);
             Vec::new()
         } else {
-            (self.pass_on)(&mut state)
+            pass_on(&mut state)
         };
         drop(state);
         wakes.into_iter().for_each(park::wake);
@@ -141,11 +206,12 @@ pub(crate) fn pass_none<S>(_: &mut S) -> Wakes {
 
 impl<S> std::fmt::Debug for Wait<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wait").field("queued", &self.node.as_ref().map(|n| n.is_queued())).finish()
+        f.debug_struct("Wait").field("queued", &self.slot.node.as_ref().map(|n| n.is_queued())).finish()
     }
 }
 
-/// The deadline `timeout` from now; `None` (wait forever) if it is too far to represent.
+/// The deadline `timeout` from now on the runtime's clock (module `sched::clock`); `None`
+/// (wait forever) if it is too far to represent.
 pub(crate) fn deadline_in(timeout: std::time::Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
+    crate::sched::clock::now().checked_add(timeout)
 }

@@ -16,18 +16,18 @@
 //! assert_eq!(out.stdout, b"hi\n");
 //! assert_eq!(out.status.code(), Some(3));
 //! ```
-//!
-//! # Invariants
-//!
-//! - **The spawn is std's.** [`Command`] wraps a [`std::process::Command`], which starts the
-//!   child (every descriptor it opens is close-on-exec, so the child inherits only its three
-//!   standard streams and what was explicitly passed). The spawn runs on the calling thread,
-//!   as std's and tokio's do: the parent waits only until the child has called `exec` (or
-//!   failed to), not for the child to run.
-//! - **The child gets blocking streams.** Only the parent's pipe ends are made non-blocking
-//!   (module `pipe`); a spindle pipe end passed on to another child is made blocking first.
-//! - **Waits never block a worker**: the pidfd of module `child`, waited on like a socket.
-//! - **A dropped `Child` is neither killed nor reaped**, as with std (module `child`).
+
+// # Invariants
+//
+// - **The spawn is std's.** [`Command`] wraps a [`std::process::Command`], which starts the
+//   child (every descriptor it opens is close-on-exec, so the child inherits only its three
+//   standard streams and what was explicitly passed). The spawn runs on the calling thread,
+//   as std's and tokio's do: the parent waits only until the child has called `exec` (or
+//   failed to), not for the child to run.
+// - **The child gets blocking streams.** Only the parent's pipe ends are made non-blocking
+//   (module `pipe`); a spindle pipe end passed on to another child is made blocking first.
+// - **Waits never block a worker**: the pidfd of module `child`, waited on like a socket.
+// - **A dropped `Child` is neither killed nor reaped**, as with std (module `child`).
 
 mod child;
 mod pipe;

@@ -161,7 +161,7 @@ impl Registration {
             if self.io.seq(dir) != seen {
                 return Ok(());
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "the operation timed out"));
             }
         }

@@ -27,6 +27,7 @@ pub struct Builder {
     /// Whether workers run inside the tokio bridge's context (feature `tokio-compat`).
     #[cfg(feature = "tokio-compat")]
     tokio_context: bool,
+    start_paused: bool,
 }
 
 impl Default for Builder {
@@ -50,6 +51,7 @@ impl Builder {
             malloc_top_pad: Some(crate::sys::malloc::DEFAULT_TOP_PAD),
             #[cfg(feature = "tokio-compat")]
             tokio_context: true,
+            start_paused: false,
         }
     }
 
@@ -163,9 +165,44 @@ impl Builder {
         self
     }
 
+    /// Starts the runtime with its clock paused, for tests of timing logic (default off): see
+    /// [`time::pause`](crate::time::pause) for what a paused clock does. Paused time needs a
+    /// runtime of one worker, so a paused start without [`worker_threads`](Self::worker_threads)
+    /// gets one worker (and `build` fails with `InvalidInput` if more were asked for).
+    /// `#[spindle::test(start_paused = true)]` sets it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = spindle::Builder::new().start_paused(true).build().unwrap();
+    /// let waited = rt.block_on(|| {
+    ///     let start = spindle::time::now();
+    ///     spindle::time::sleep(Duration::from_secs(3600)); // returns at once, an hour later
+    ///     spindle::time::now() - start
+    /// });
+    /// assert_eq!(waited, Duration::from_secs(3600));
+    /// ```
+    pub fn start_paused(&mut self, paused: bool) -> &mut Builder {
+        self.start_paused = paused;
+        self
+    }
+
     /// Starts the worker threads and returns the runtime.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a [paused start](Self::start_paused) with more than one worker; the
+    /// system's error when a thread, an epoll instance or an eventfd cannot be made.
     pub fn build(&self) -> io::Result<Runtime> {
-        let n = self.worker_threads.unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
+        let default =
+            if self.start_paused { 1 } else { thread::available_parallelism().map_or(1, |n| n.get()) };
+        let n = self.worker_threads.unwrap_or(default);
+        if self.start_paused && n > 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "Builder::start_paused: paused time needs a runtime of one worker (worker_threads(1) or build_local)",
+            ));
+        }
         let (shared, services) = self.parts(n)?;
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
@@ -256,6 +293,7 @@ impl Builder {
             crate::sys::malloc::set_top_pad(pad);
         }
         let id = RUNTIME_IDS.fetch_add(1, Ordering::Relaxed);
+        let clock = Arc::new(crate::sched::clock::Clock::new(n, self.start_paused));
         let workers =
             (0..n).map(|i| WorkerShared::new(id, i).map(Arc::new)).collect::<io::Result<Vec<_>>>()?;
         let io = if n >= 2 {
@@ -277,6 +315,7 @@ impl Builder {
             idle: idle::IdleSet::new(n),
             closed: AtomicBool::new(false),
             started: std::time::Instant::now(),
+            clock: clock.clone(),
             spawn_gate: std::sync::RwLock::new(false),
             waiters: Default::default(),
         });
@@ -285,11 +324,13 @@ impl Builder {
                 self.max_blocking_threads,
                 self.blocking_keep_alive,
                 format!("{}-blocking", self.thread_name),
+                clock.clone(),
             )),
             files: Arc::new(crate::blocking::BlockingPool::new(
                 self.max_file_threads.unwrap_or(4 * n),
                 self.blocking_keep_alive,
                 format!("{}-file", self.thread_name),
+                clock,
             )),
             shutdown: crate::shutdown::ShutdownToken::new(),
             #[cfg(feature = "tokio-compat")]

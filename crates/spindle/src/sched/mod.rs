@@ -20,6 +20,7 @@
 //! never ends keeps `join` from returning.
 
 pub(crate) mod caller;
+pub(crate) mod clock;
 pub(crate) mod deadlock;
 pub(crate) mod idle;
 pub(crate) mod metrics;
@@ -83,6 +84,9 @@ pub(crate) struct RuntimeShared {
     pub(crate) closed: AtomicBool,
     /// When the runtime was built (for the busy-time metric).
     pub(crate) started: std::time::Instant,
+    /// The runtime's clock: real, or paused in tests (module `clock`). Shared with the
+    /// blocking pools, whose jobs hold a paused clock's auto-advance.
+    pub(crate) clock: Arc<clock::Clock>,
     /// Set (under the write lock) when `Runtime::drop` begins; spawns through a [`Handle`]
     /// hold the read lock from their check to their push, so that every spawn either lands
     /// before the workers stop (and is run or cancelled by them) or fails (module `handle`).

@@ -1,22 +1,27 @@
 //! A broadcast channel: every receiver sees every value sent after it subscribed (tokio's
-//! `broadcast`), bounded, for fibers, threads and tasks.
-//!
-//! Invariants (under the lock):
-//! - The ring holds the last at most `cap` values, with sequence numbers `head..head + len`;
-//!   sending past `cap` drops the oldest. Memory is bounded by `cap` whatever the receivers do.
-//! - A receiver's cursor `next` is its own: below `head` it has lagged (it is told how many
-//!   values it missed, then moves to `head`); at `head + len` it waits.
-//! - Every send wakes every waiting receiver (each needs the value); so does the last sender
-//!   going away (they then see `Closed` once they have drained the ring).
+//! `broadcast`), bounded, for fibers, threads and tasks. A [`Receiver`] is also a
+//! `futures_core::Stream` of the values.
+
+// Invariants (under the lock):
+// - **Bounded.** The ring holds the last at most `cap` values, with sequence numbers
+//   `head..head + len`; sending past `cap` drops the oldest. Memory is bounded by `cap`
+//   whatever the receivers do.
+// - **Own cursors.** A receiver's cursor `next` is its own: below `head` it has lagged (it is
+//   told how many values it missed, then moves to `head`); at `head + len` it waits.
+// - **Everyone woken.** Every send wakes every waiting receiver (each needs the value); so
+//   does the last sender going away (they then see `Closed` once they have drained the ring).
+//   A receiver's `Stream` polls wait in its `stream` slot, left when it drops.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::lock::lock;
-use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::wait::{deadline_in, pass_none, Wait, WaitSlot};
 use crate::park::{self, WaitList};
 
 /// Creates a broadcast channel keeping the last `cap` values for slow receivers.
@@ -42,7 +47,7 @@ pub fn channel<T: Clone>(cap: usize) -> (Sender<T>, Receiver<T>) {
         receivers: 1,
         waiters: WaitList::new(),
     }));
-    (Sender { shared: shared.clone() }, Receiver { shared, next: 0 })
+    (Sender { shared: shared.clone() }, Receiver { shared, next: 0, stream: WaitSlot::default() })
 }
 
 struct State<T> {
@@ -70,6 +75,8 @@ pub struct Sender<T> {
 pub struct Receiver<T> {
     shared: Arc<Mutex<State<T>>>,
     next: u64,
+    /// The wait of the receiver's `Stream` polls.
+    stream: WaitSlot,
 }
 
 /// `send` failed: there is no receiver; the value is given back.
@@ -123,7 +130,7 @@ impl<T: Clone> Sender<T> {
         let mut state = lock(&self.shared);
         state.receivers += 1;
         let next = state.tail();
-        Receiver { shared: self.shared.clone(), next }
+        Receiver { shared: self.shared.clone(), next, stream: WaitSlot::default() }
     }
 
     pub fn receiver_count(&self) -> usize {
@@ -213,6 +220,38 @@ impl<T: Clone> Receiver<T> {
     }
 }
 
+/// The values sent, for async code: each `poll_next` is a round of
+/// [`recv_async`](Receiver::recv_async), giving `Err(Lagged(n))` when the receiver fell `n`
+/// values behind (it then goes on from the oldest value kept); the stream ends once every
+/// sender is gone and the receiver has seen every value.
+impl<T: Clone> futures_core::Stream for Receiver<T> {
+    type Item = Result<T, Lagged>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<T, Lagged>>> {
+        let this = self.get_mut();
+        let next = &mut this.next;
+        match this.stream.poll(&this.shared, list, cx, |s, _| round(s, next)) {
+            Poll::Ready(Ok(value)) => Poll::Ready(Some(Ok(value))),
+            Poll::Ready(Err(RecvError::Lagged(n))) => Poll::Ready(Some(Err(Lagged(n)))),
+            Poll::Ready(Err(RecvError::Closed)) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// An item of a [`Receiver`]'s stream: the receiver fell this many values behind, which were
+/// dropped.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Lagged(pub u64);
+
+impl fmt::Display for Lagged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "broadcast receiver lagged by {} values", self.0)
+    }
+}
+
+impl std::error::Error for Lagged {}
+
 impl From<RecvError> for TryRecvError {
     fn from(e: RecvError) -> Self {
         match e {
@@ -232,7 +271,7 @@ impl<T> Clone for Sender<T> {
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
         lock(&self.shared).receivers += 1;
-        Receiver { shared: self.shared.clone(), next: self.next }
+        Receiver { shared: self.shared.clone(), next: self.next, stream: WaitSlot::default() }
     }
 }
 
@@ -248,6 +287,7 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        self.stream.leave(&self.shared, list, pass_none);
         let mut state = lock(&self.shared);
         state.receivers -= 1;
         let dropped = if state.receivers == 0 { std::mem::take(&mut state.ring) } else { VecDeque::new() };

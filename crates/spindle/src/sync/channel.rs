@@ -1,44 +1,70 @@
-//! Multi-producer, multi-consumer channels, bounded and unbounded.
+//! Multi-producer, multi-consumer channels: bounded ([`channel`]), unbounded
+//! ([`unbounded`]) and rendezvous (`channel(0)`, Go's unbuffered channel).
 //!
-//! Invariants (all under the channel's lock):
-//! - `queue.len() <= cap` for a bounded channel.
-//! - A receiver waits only while the queue is empty and senders remain; a sender waits only
-//!   while the queue is full and receivers remain. Each push wakes one waiting receiver, each
-//!   pop one waiting sender, and the last sender (receiver) to go wakes every waiting receiver
-//!   (sender), so no wait outlives the reason for it.
-//! - Wake-ups are issued after the lock is released.
-//!
-//! Closing: when every `Sender` is dropped, receivers drain what is queued and then get
-//! [`RecvError`]; when every `Receiver` is dropped, `send` gives the value back in
-//! [`SendError`]. Values still queued when the last handle goes are dropped.
+//! Closing: when every [`Sender`] is dropped, receivers drain what is queued and then get
+//! [`RecvError`]; when every [`Receiver`] is dropped, `send` gives the value back in
+//! [`SendError`] (and [`Sender::closed`] returns). Values still queued when the last handle
+//! goes are dropped.
+
+// Invariants (all under the channel's lock):
+// - **Bounded.** `queue.len() <= max(cap, 1)` for a bounded channel; a rendezvous channel
+//   (cap 0) holds at most the one value being offered (module `channel_rendezvous`).
+// - **No wait outlives its reason.** A receiver waits only while the queue is empty and
+//   senders remain; a sender waits only while there is no room and receivers remain. Each
+//   push wakes one waiting receiver, each pop one waiting sender (and, on a rendezvous
+//   channel, the offering sender), and the last sender (receiver) to go wakes every waiting
+//   receiver (sender, offering sender, `closed` waiter).
+// - **Counted.** `offered` counts the values pushed and `settled` those popped (or, on a
+//   rendezvous channel, taken back by their sender): `offered - settled == queue.len()`.
+// - Wake-ups are issued after the lock is released.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use crate::lock::lock;
+use crate::park::wait::WaitSlot;
 use crate::park::{self, WaitList, WaitNode};
 
 pub(super) struct State<T> {
     pub(super) queue: VecDeque<T>,
     pub(super) cap: Option<usize>,
     senders: usize,
-    receivers: usize,
+    pub(super) receivers: usize,
     pub(super) recv_waiters: WaitList,
     pub(super) send_waiters: WaitList,
+    /// Values pushed, and popped or taken back ("counted").
+    pub(super) offered: u64,
+    pub(super) settled: u64,
+    /// A rendezvous channel's offering sender, waiting for its value to be taken.
+    pub(super) offer_waiters: WaitList,
+    /// Waiters of [`Sender::closed`].
+    pub(super) closed_waiters: WaitList,
 }
 
 pub(super) struct Chan<T> {
     pub(super) state: Mutex<State<T>>,
+    /// Capacity 0 (fixed at creation, read without the lock).
+    pub(super) rendezvous: bool,
 }
 
 /// Creates a bounded channel holding at most `cap` values: `send` waits while it is full.
 ///
-/// # Panics
+/// A capacity of 0 makes a rendezvous channel, Go's unbuffered channel: a send completes
+/// only once a receiver has taken its value (see [`Sender::send`]).
 ///
-/// If `cap` is 0 (rendezvous channels are not supported; use a capacity of 1).
+/// ```
+/// use spindle::sync::channel;
+///
+/// let rt = spindle::Runtime::new().unwrap();
+/// rt.block_on(|| {
+///     let (tx, rx) = channel::<&str>(0);
+///     let receiver = spindle::spawn(move || rx.recv().unwrap());
+///     tx.send("handed over").unwrap(); // returns once the receiver has the value
+///     assert_eq!(receiver.join().unwrap(), "handed over");
+/// });
+/// ```
 pub fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
-    assert!(cap > 0, "spindle::sync::channel capacity must be at least 1");
     new(Some(cap))
 }
 
@@ -56,9 +82,14 @@ fn new<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
             receivers: 1,
             recv_waiters: WaitList::default(),
             send_waiters: WaitList::default(),
+            offered: 0,
+            settled: 0,
+            offer_waiters: WaitList::default(),
+            closed_waiters: WaitList::default(),
         }),
+        rendezvous: cap == Some(0),
     });
-    (Sender { chan: chan.clone() }, Receiver { chan })
+    (Sender { chan: chan.clone() }, Receiver { chan, stream: WaitSlot::default() })
 }
 
 /// The sending half; clone it for more producers.
@@ -67,8 +98,13 @@ pub struct Sender<T> {
 }
 
 /// The receiving half; clone it for more consumers (each value goes to one of them).
+///
+/// Besides its blocking-style and `_async` calls, a receiver is a `futures_core::Stream` of
+/// the values, which ends once the channel is empty and every sender is gone.
 pub struct Receiver<T> {
     pub(super) chan: Arc<Chan<T>>,
+    /// The wait of the receiver's `Stream` polls (module `channel_wait`).
+    pub(super) stream: WaitSlot,
 }
 
 /// `send` failed because every receiver is gone; the value is given back.
@@ -94,11 +130,19 @@ pub enum TryRecvError {
 }
 
 impl<T> Sender<T> {
-    /// Sends `value`, waiting while a bounded channel is full.
+    /// Sends `value`, waiting while a bounded channel is full. On a rendezvous channel
+    /// (`channel(0)`) it waits until a receiver has taken the value, as Go's unbuffered send.
     #[track_caller]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-        if cfg!(debug_assertions) && lock(&self.chan.state).cap.is_some() {
+        if cfg!(debug_assertions) && (self.chan.rendezvous || lock(&self.chan.state).cap.is_some()) {
             crate::sched::caller::check_entry("channel send");
+        }
+        if self.chan.rendezvous {
+            return self.send_rendezvous(value, None).map_err(|e| match e {
+                super::SendTimeoutError::Disconnected(v) | super::SendTimeoutError::Timeout(v) => {
+                    SendError(v)
+                }
+            });
         }
         let mut wait = Leave { chan: &self.chan, node: None, role: Role::Sender };
         let mut value = value;
@@ -124,9 +168,13 @@ impl<T> Sender<T> {
         }
     }
 
-    /// Sends without waiting.
+    /// Sends without waiting. On a rendezvous channel it succeeds only when a receiver is
+    /// waiting (Go's non-blocking send on an unbuffered channel): the value goes to it.
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         let mut state = lock(&self.chan.state);
+        if self.chan.rendezvous && state.recv_waiters.is_empty() && state.receivers > 0 {
+            return Err(TrySendError::Full(value));
+        }
         let wake = state.try_push(value)?;
         drop(state);
         if let Some(w) = wake {
@@ -160,12 +208,10 @@ impl<T> Receiver<T> {
         loop {
             let mut state = lock(&self.chan.state);
             match state.try_pop() {
-                Ok((value, wake)) => {
+                Ok((value, woken)) => {
                     wait.done(&mut state);
                     drop(state);
-                    if let Some(w) = wake {
-                        park::wake(w);
-                    }
+                    woken.wake();
                     return Ok(value);
                 }
                 Err(TryRecvError::Disconnected) => return Err(RecvError),
@@ -181,11 +227,9 @@ impl<T> Receiver<T> {
     /// Receives without waiting.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         let mut state = lock(&self.chan.state);
-        let (value, wake) = state.try_pop()?;
+        let (value, woken) = state.try_pop()?;
         drop(state);
-        if let Some(w) = wake {
-            park::wake(w);
-        }
+        woken.wake();
         Ok(value)
     }
 
@@ -205,23 +249,43 @@ impl<T> Receiver<T> {
 }
 
 impl<T> State<T> {
+    /// Whether a send may push now ("bounded").
+    pub(super) fn has_room(&self) -> bool {
+        self.cap.is_none_or(|cap| self.queue.len() < cap.max(1))
+    }
+
     pub(super) fn try_push(&mut self, value: T) -> Result<Option<Arc<WaitNode>>, TrySendError<T>> {
         if self.receivers == 0 {
             return Err(TrySendError::Disconnected(value));
         }
-        if self.cap.is_some_and(|cap| self.queue.len() >= cap) {
+        if !self.has_room() {
             return Err(TrySendError::Full(value));
         }
         self.queue.push_back(value);
+        self.offered += 1;
         Ok(self.recv_waiters.pop())
     }
 
-    pub(super) fn try_pop(&mut self) -> Result<(T, Option<Arc<WaitNode>>), TryRecvError> {
+    pub(super) fn try_pop(&mut self) -> Result<(T, Woken), TryRecvError> {
         match self.queue.pop_front() {
-            Some(value) => Ok((value, self.send_waiters.pop())),
+            Some(value) => {
+                self.settled += 1;
+                // A rendezvous channel's offering sender learns its value was taken.
+                Ok((value, Woken(self.send_waiters.pop(), self.offer_waiters.pop())))
+            }
             None if self.senders == 0 => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
+    }
+}
+
+/// The senders a pop wakes: one waiting for room, and a rendezvous channel's offering one.
+#[must_use = "wake them after unlocking"]
+pub(super) struct Woken(Option<Arc<WaitNode>>, Option<Arc<WaitNode>>);
+
+impl Woken {
+    pub(super) fn wake(self) {
+        self.0.into_iter().chain(self.1).for_each(park::wake);
     }
 }
 
@@ -235,7 +299,7 @@ impl<T> Clone for Sender<T> {
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
         lock(&self.chan.state).receivers += 1;
-        Receiver { chan: self.chan.clone() }
+        Receiver { chan: self.chan.clone(), stream: WaitSlot::default() }
     }
 }
 
@@ -251,10 +315,18 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        self.leave_stream();
         let mut state = lock(&self.chan.state);
         state.receivers -= 1;
         let (waiters, dropped) = if state.receivers == 0 {
-            (state.send_waiters.take_all(), std::mem::take(&mut state.queue))
+            let mut waiters = state.send_waiters.take_all();
+            waiters.extend(state.offer_waiters.take_all());
+            waiters.extend(state.closed_waiters.take_all());
+            // A rendezvous channel's offered value goes back to its sender, which takes it
+            // back when it wakes (module `channel_rendezvous`).
+            let dropped =
+                if self.chan.rendezvous { VecDeque::new() } else { std::mem::take(&mut state.queue) };
+            (waiters, dropped)
         } else {
             (Vec::new(), VecDeque::new())
         };
@@ -305,7 +377,7 @@ impl<T> Drop for Leave<'_, T> {
             None
         } else {
             let can_proceed = match self.role {
-                Role::Sender => state.cap.is_none_or(|cap| state.queue.len() < cap),
+                Role::Sender => state.has_room(),
                 Role::Receiver => !state.queue.is_empty(),
             };
             if can_proceed {

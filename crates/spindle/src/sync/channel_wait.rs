@@ -4,9 +4,12 @@
 //! `channel`), written on [`Wait`](crate::park::wait::Wait): a value is moved into or out of the
 //! queue only by the round that completes the operation, under the channel's lock. A
 //! `send` that times out or whose future is dropped gives its value back (or drops it with
-//! the future) without having queued it; a `recv` that leaves takes nothing. A waiter that
-//! leaves after being woken passes the wake-up on to the next waiter of its side if that side
-//! can proceed, so no value (or free slot) is left with nobody woken for it.
+//! the future) without having queued it (a rendezvous send takes its offered value back:
+//! module `channel_rendezvous`); a `recv` that leaves takes nothing. A waiter that leaves
+//! after being woken passes the wake-up on to the next waiter of its side if that side can
+//! proceed, so no value (or free slot) is left with nobody woken for it. A receiver's
+//! `Stream` polls are `recv_async`'s rounds on a wait the receiver keeps (its `stream` slot,
+//! left when it drops). `closed` waits for the last receiver's drop, which wakes it.
 
 use std::fmt;
 use std::future::Future;
@@ -15,8 +18,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::channel::{Receiver, RecvError, SendError, Sender, State, TryRecvError, TrySendError};
-use crate::park::wait::{deadline_in, Wait, Wakes};
+use super::channel::{Receiver, RecvError, SendError, Sender, State, TryRecvError, TrySendError, Woken};
+use super::channel_rendezvous::{offer_round, settled_round, Offer, Settled};
+use crate::park::wait::{deadline_in, pass_none, Wait, Wakes};
 use crate::park::{self, WaitList, WaitNode};
 
 /// Why `send_timeout` / `send_deadline` did not send; the value is given back.
@@ -37,8 +41,16 @@ pub enum RecvTimeoutError {
     Disconnected,
 }
 
-fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
+pub(super) fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
     &mut s.send_waiters
+}
+
+pub(super) fn offer_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.offer_waiters
+}
+
+fn closed_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.closed_waiters
 }
 
 fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
@@ -46,9 +58,8 @@ fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
 }
 
 /// A sender that leaves after a wake-up passes it on while there is room.
-fn send_pass_on<T>(s: &mut State<T>) -> Wakes {
-    let room = s.cap.is_none_or(|cap| s.queue.len() < cap);
-    if room {
+pub(super) fn send_pass_on<T>(s: &mut State<T>) -> Wakes {
+    if s.has_room() {
         s.send_waiters.pop().into_iter().collect()
     } else {
         Vec::new()
@@ -80,10 +91,10 @@ fn send_round<T>(
     }
 }
 
-/// A value taken, and the sender to wake for the slot it freed.
-type Taken<T> = (T, Option<Arc<WaitNode>>);
+/// A value taken, and the senders to wake for it.
+type Taken<T> = (T, Woken);
 
-fn wake_one(node: Option<Arc<WaitNode>>) {
+pub(super) fn wake_one(node: Option<Arc<WaitNode>>) {
     if let Some(n) = node {
         park::wake(n);
     }
@@ -99,7 +110,9 @@ fn recv_round<T>(s: &mut State<T>) -> Option<Result<Taken<T>, RecvError>> {
 }
 
 impl<T> Sender<T> {
-    /// Sends `value`, waiting at most `timeout` while a bounded channel is full.
+    /// Sends `value`, waiting at most `timeout` while a bounded channel is full (on a
+    /// rendezvous channel, until a receiver has taken it; a value taken just as the deadline
+    /// passes counts as sent).
     ///
     /// ```
     /// use std::time::Duration;
@@ -120,6 +133,9 @@ impl<T> Sender<T> {
     #[track_caller]
     fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         crate::sched::caller::check_entry("channel send (with timeout)");
+        if self.chan.rendezvous {
+            return self.send_rendezvous(value, deadline);
+        }
         let mut value = Some(value);
         let mut wait = Wait::new(&self.chan.state, send_list, send_pass_on);
         match wait.block(deadline, "channel send (with timeout)", |s, _| send_round(s, &mut value)) {
@@ -132,8 +148,10 @@ impl<T> Sender<T> {
         }
     }
 
-    /// Sends `value` from async code: a future that completes once the value is queued (or
-    /// fails if every receiver is gone). Dropping it before then sends nothing.
+    /// Sends `value` from async code: a future that completes once the value is queued (on
+    /// a rendezvous channel: taken by a receiver), or fails if every receiver is gone.
+    /// Dropping it before it has queued sends nothing; a rendezvous send dropped after a
+    /// receiver took its value (but before it was polled again to see that) has sent it.
     ///
     /// ```
     /// let rt = spindle::Runtime::new().unwrap();
@@ -147,7 +165,74 @@ impl<T> Sender<T> {
     /// h.join().unwrap();
     /// ```
     pub fn send_async(&self, value: T) -> SendFuture<'_, T> {
-        SendFuture { wait: Wait::new(&self.chan.state, send_list, send_pass_on), value: Some(value) }
+        SendFuture {
+            wait: Wait::new(&self.chan.state, send_list, send_pass_on),
+            value: Some(value),
+            offer: None,
+            rendezvous: self.chan.rendezvous,
+        }
+    }
+
+    /// Waits until every receiver is gone (parks a fiber, blocks a thread): a producer can
+    /// stop producing for nobody (tokio's `Sender::closed`, blocking-style).
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = spindle::sync::channel::<u32>(1);
+    ///     spindle::spawn(move || drop(rx));
+    ///     tx.closed();
+    ///     assert!(tx.is_closed());
+    /// });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// In an async task on a spindle worker: await [`closed_async`](Self::closed_async) there.
+    #[track_caller]
+    pub fn closed(&self) {
+        self.closed_until(None);
+    }
+
+    /// [`closed`](Self::closed), waiting at most `timeout`; true if every receiver is gone.
+    #[track_caller]
+    pub fn closed_timeout(&self, timeout: Duration) -> bool {
+        self.closed_until(deadline_in(timeout))
+    }
+
+    /// [`closed`](Self::closed), waiting until `deadline` at the latest; true if every
+    /// receiver is gone.
+    #[track_caller]
+    pub fn closed_deadline(&self, deadline: Instant) -> bool {
+        self.closed_until(Some(deadline))
+    }
+
+    #[track_caller]
+    fn closed_until(&self, deadline: Option<Instant>) -> bool {
+        Wait::new(&self.chan.state, closed_list, pass_none)
+            .block(deadline, "channel closed", |s, _| (s.receivers == 0).then_some(()))
+            .is_some()
+    }
+
+    /// A future that completes when every receiver is gone, for async code (tokio's
+    /// `Sender::closed().await`): for a producer task to `select_async!` on, beside its work.
+    ///
+    /// ```
+    /// let rt = spindle::Runtime::new().unwrap();
+    /// let (tx, rx) = spindle::sync::channel::<u32>(1);
+    /// let producer = rt.spawn_async(async move {
+    ///     tx.closed_async().await;
+    ///     "nobody listens"
+    /// });
+    /// drop(rx);
+    /// assert_eq!(producer.join().unwrap(), "nobody listens");
+    /// ```
+    pub fn closed_async(&self) -> impl Future<Output = ()> + Send + '_
+    where
+        T: Send,
+    {
+        let mut wait = Wait::new(&self.chan.state, closed_list, pass_none);
+        std::future::poll_fn(move |cx| wait.poll(cx, |s, _| (s.receivers == 0).then_some(())))
     }
 }
 
@@ -176,8 +261,8 @@ impl<T> Receiver<T> {
         crate::sched::caller::check_entry("channel recv (with timeout)");
         let mut wait = Wait::new(&self.chan.state, recv_list, recv_pass_on);
         match wait.block(deadline, "channel recv (with timeout)", |s, _| recv_round(s)) {
-            Some(Ok((value, wake))) => {
-                wake_one(wake);
+            Some(Ok((value, woken))) => {
+                woken.wake();
                 Ok(value)
             }
             Some(Err(RecvError)) => Err(RecvTimeoutError::Disconnected),
@@ -214,15 +299,51 @@ impl<T> Receiver<T> {
 pub struct SendFuture<'a, T> {
     wait: Wait<'a, State<T>>,
     value: Option<T>,
+    /// A rendezvous send's offer, once made, and its wait until it settles (module
+    /// `channel_rendezvous`). Dropping the future takes an unsettled offer back.
+    offer: Option<(Offer<'a, T>, Wait<'a, State<T>>)>,
+    rendezvous: bool,
 }
 
 impl<T> Unpin for SendFuture<'_, T> {}
+
+impl<'a, T> SendFuture<'a, T> {
+    /// A rendezvous send's poll: offer, then wait until the value is taken.
+    fn poll_rendezvous(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SendError<T>>> {
+        if self.offer.is_none() {
+            let value = &mut self.value;
+            let (ticket, wake) = match self.wait.poll(cx, |s, _| offer_round(s, value)) {
+                Poll::Ready(Ok(offered)) => offered,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            wake_one(wake);
+            let state = self.wait.lock();
+            self.offer = Some((Offer { state, ticket, open: true }, Wait::new(state, offer_list, pass_none)));
+        }
+        let (offer, wait) = self.offer.as_mut().expect("offered above");
+        let ticket = offer.ticket;
+        let settled = match wait.poll(cx, |s, _| settled_round(s, ticket)) {
+            Poll::Ready(settled) => settled,
+            Poll::Pending => return Poll::Pending,
+        };
+        let (offer, _) = self.offer.take().expect("offered above");
+        match (settled, offer.take_back()) {
+            (_, Ok(())) => Poll::Ready(Ok(())),
+            (Settled::NoReceiver, Err(v)) => Poll::Ready(Err(SendError(v))),
+            (Settled::Taken, Err(_)) => unreachable!("a taken offer is not given back"),
+        }
+    }
+}
 
 impl<T> Future for SendFuture<'_, T> {
     type Output = Result<(), SendError<T>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.rendezvous {
+            return this.poll_rendezvous(cx);
+        }
         let value = &mut this.value;
         match this.wait.poll(cx, |s, _| send_round(s, value)) {
             Poll::Ready(Ok(wake)) => {
@@ -246,8 +367,8 @@ impl<T> Future for RecvFuture<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut().wait.poll(cx, |s, _| recv_round(s)) {
-            Poll::Ready(Ok((value, wake))) => {
-                wake_one(wake);
+            Poll::Ready(Ok((value, woken))) => {
+                woken.wake();
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -257,6 +378,45 @@ impl<T> Future for RecvFuture<'_, T> {
 }
 
 impl<T> Unpin for RecvFuture<'_, T> {}
+
+/// The values of the channel, for async code: each `poll_next` is a round of
+/// [`recv_async`](Receiver::recv_async); the stream ends once the channel is empty and every
+/// sender is gone.
+///
+/// ```
+/// use std::pin::Pin;
+/// use std::task::{Context, Poll, Waker};
+/// use futures_core::Stream;
+///
+/// let (tx, mut rx) = spindle::sync::channel(4);
+/// tx.send(1).unwrap();
+/// drop(tx);
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert_eq!(Pin::new(&mut rx).poll_next(&mut cx), Poll::Ready(Some(1)));
+/// assert_eq!(Pin::new(&mut rx).poll_next(&mut cx), Poll::Ready(None));
+/// ```
+impl<T> futures_core::Stream for Receiver<T> {
+    type Item = T;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let this = self.get_mut();
+        match this.stream.poll(&this.chan.state, recv_list, cx, |s, _| recv_round(s)) {
+            Poll::Ready(Ok((value, woken))) => {
+                woken.wake();
+                Poll::Ready(Some(value))
+            }
+            Poll::Ready(Err(RecvError)) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Leaves the stream's wait (the receiver is dropped).
+    pub(super) fn leave_stream(&mut self) {
+        self.stream.leave(&self.chan.state, recv_list, recv_pass_on);
+    }
+}
 
 impl<T> fmt::Debug for SendFuture<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,5 +1,6 @@
-//! Synchronisation for fibers and tasks: channels (mpmc, oneshot, broadcast, watch), `select!`,
-//! Mutex, RwLock, Condvar, Semaphore, Notify, Barrier and WaitGroup.
+//! Synchronisation for fibers and tasks: channels (mpmc, bounded, unbounded or rendezvous;
+//! oneshot, broadcast, watch), `select!`, Mutex, RwLock, Condvar, Semaphore, Notify, Barrier,
+//! WaitGroup and [`CancellationToken`]. The receivers are also `futures_core::Stream`s.
 //!
 //! Every primitive works from fibers and from plain threads alike: a fiber that waits parks
 //! (its worker runs other fibers meanwhile), a thread that waits blocks. A closed channel or a
@@ -7,7 +8,9 @@
 
 mod barrier;
 pub mod broadcast;
+mod cancel;
 pub mod channel;
+mod channel_rendezvous;
 mod channel_wait;
 mod condvar;
 pub mod mutex;
@@ -20,6 +23,7 @@ pub mod waitgroup;
 pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
+pub use cancel::{CancellationToken, DropGuard, WaitForCancellation};
 pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 pub use channel_wait::{RecvFuture, RecvTimeoutError, SendFuture, SendTimeoutError};
 pub use condvar::{Condvar, WaitTimeoutResult};

@@ -1,24 +1,26 @@
 //! A mutual-exclusion lock that parks fibers instead of blocking their worker.
 //!
-//! State: `locked` (the lock word) and `waiters` (how many callers are in the slow path), both
-//! atomics, plus a wait list under a small internal lock.
-//!
-//! Protocol:
-//! - Fast path: `lock` is one compare-exchange of `locked` from false to true.
-//! - Slow path: under the internal lock, increment `waiters`, retry the compare-exchange; if
-//!   it fails, queue a node and park, then retry. On success, decrement `waiters`.
-//! - `unlock` stores `locked = false`, then, if `waiters > 0`, takes the internal lock and
-//!   wakes the first queued node.
-//!
-//! No lost wake-up: a waiter retries the compare-exchange under the internal lock after making
-//! itself visible in `waiters` (both SeqCst). If the unlocker read `waiters == 0`, its store of
-//! `false` precedes the waiter's increment in the single total order, so the retry succeeds;
-//! otherwise the unlocker takes the internal lock after the waiter queued its node (the waiter
-//! releases that lock only after queueing), and wakes it.
-//!
 //! Barging is allowed (a running fiber may take the lock before a woken one): throughput over
 //! strict fairness, as with `parking_lot`. There is no poisoning: a panic while holding the
 //! guard unlocks the mutex.
+
+// Invariants:
+//
+// State: `locked` (the lock word) and `waiters` (how many callers are in the slow path), both
+// atomics, plus a wait list under a small internal lock.
+//
+// Protocol:
+// - Fast path: `lock` is one compare-exchange of `locked` from false to true.
+// - Slow path: under the internal lock, increment `waiters`, retry the compare-exchange; if
+//   it fails, queue a node and park, then retry. On success, decrement `waiters`.
+// - `unlock` stores `locked = false`, then, if `waiters > 0`, takes the internal lock and
+//   wakes the first queued node.
+//
+// No lost wake-up: a waiter retries the compare-exchange under the internal lock after making
+// itself visible in `waiters` (both SeqCst). If the unlocker read `waiters == 0`, its store of
+// `false` precedes the waiter's increment in the single total order, so the retry succeeds;
+// otherwise the unlocker takes the internal lock after the waiter queued its node (the waiter
+// releases that lock only after queueing), and wakes it.
 
 use std::cell::UnsafeCell;
 use std::fmt;

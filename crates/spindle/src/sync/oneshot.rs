@@ -1,7 +1,7 @@
 //! A channel for exactly one value.
-//!
-//! Invariant (under the lock): the receiver waits only while no value was sent and the sender
-//! is alive; sending or dropping the sender wakes it.
+
+// Invariant (under the lock): the receiver waits only while no value was sent and the sender
+// is alive; sending or dropping the sender wakes it.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -116,7 +116,7 @@ impl<T> Receiver<T> {
             if !state.sender_alive {
                 return Err(RecvTimeoutError::Disconnected);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
                 state.waiter = None;
                 return Err(RecvTimeoutError::Timeout);
             }

@@ -4,17 +4,19 @@
 //! Each branch is a future: a channel's `recv_async`/`send_async`, a oneshot receiver, a
 //! fiber or task join handle, `Mutex::lock_async`, a timer (`time::sleep_future`), or any
 //! other future. The branches are polled in one round per wake-up, each round starting at a
-//! random branch, and the first that completes wins; the others are dropped unpolled further.
-//!
-//! Invariants:
-//! - **Fair.** Every round starts at a uniformly random branch, so a branch that is always
-//!   ready cannot starve another that is ready as often.
-//! - **One winner, nothing lost.** A branch's future takes its value (a channel message, a
-//!   lock, a join result) only in the poll that completes it, and the round stops at the first
-//!   completion: a losing branch never took anything. Dropping a losing future dequeues its
-//!   waiter and, if it had been woken, passes the wake-up on (module `wait`), so a message
-//!   that woke a losing branch is received by someone else. A losing `send_async` branch sends
-//!   nothing (its value is dropped with it).
+//! random branch (or, after `biased;`, at the first), and the first that completes wins; the
+//! others are dropped unpolled further.
+
+// Invariants:
+// - **Fair.** Every round starts at a uniformly random branch, so a branch that is always
+//   ready cannot starve another that is ready as often. A `biased;` select gives that up on
+//   purpose: its rounds start at the first branch, so the earliest ready branch wins.
+// - **One winner, nothing lost.** A branch's future takes its value (a channel message, a
+//   lock, a join result) only in the poll that completes it, and the round stops at the first
+//   completion: a losing branch never took anything. Dropping a losing future dequeues its
+//   waiter and, if it had been woken, passes the wake-up on (module `wait`), so a message
+//   that woke a losing branch is received by someone else. A losing `send_async` branch sends
+//   nothing (its value is dropped with it).
 
 use std::cell::Cell;
 use std::future::Future;
@@ -55,13 +57,15 @@ fn random_below(n: usize) -> usize {
     })
 }
 
-/// One round: polls branch `(start + k) % n` for `k` in `0..n`, stopping at the first ready.
+/// One round: polls branch `(start + k) % n` for `k` in `0..n`, stopping at the first ready;
+/// `start` is random, or 0 for a biased select.
 fn round<O>(
     n: usize,
+    biased: bool,
     cx: &mut Context<'_>,
     poll: &mut impl FnMut(usize, &mut Context<'_>) -> Poll<O>,
 ) -> Poll<O> {
-    let start = random_below(n);
+    let start = if biased { 0 } else { random_below(n) };
     for k in 0..n {
         if let Poll::Ready(out) = poll((start + k) % n, cx) {
             return Poll::Ready(out);
@@ -74,16 +78,17 @@ fn round<O>(
 #[doc(hidden)]
 pub struct Select<P> {
     n: usize,
+    biased: bool,
     poll: P,
 }
 
 impl<P> Select<P> {
     /// `_witness` fixes the output type's last `There` to [`Never`].
-    pub fn new<O>(n: usize, poll: P, _witness: fn(Never) -> O) -> Self
+    pub fn new<O>(n: usize, biased: bool, poll: P, _witness: fn(Never) -> O) -> Self
     where
         P: FnMut(usize, &mut Context<'_>) -> Poll<O>,
     {
-        Select { n, poll }
+        Select { n, biased, poll }
     }
 }
 
@@ -92,13 +97,13 @@ impl<O, P: FnMut(usize, &mut Context<'_>) -> Poll<O> + Unpin> Future for Select<
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
         let this = self.get_mut();
-        round(this.n, cx, &mut this.poll)
+        round(this.n, this.biased, cx, &mut this.poll)
     }
 }
 
 impl<P> std::fmt::Debug for Select<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Select").field("branches", &self.n).finish()
+        f.debug_struct("Select").field("branches", &self.n).field("biased", &self.biased).finish()
     }
 }
 
@@ -106,23 +111,25 @@ impl<P> std::fmt::Debug for Select<P> {
 #[doc(hidden)]
 pub fn block<O>(
     n: usize,
+    biased: bool,
     poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O> + Unpin,
     witness: fn(Never) -> O,
 ) -> O {
     // In an async task this panics at once, pointing to `select_async!`.
     let _ = crate::sched::caller::blocking_caller("select!");
-    crate::task::block_on(Select::new(n, poll, witness))
+    crate::task::block_on(Select::new(n, biased, poll, witness))
 }
 
 /// One round with a waker that does nothing: the `default` branch's select.
 #[doc(hidden)]
 pub fn try_once<O>(
     n: usize,
+    biased: bool,
     mut poll: impl FnMut(usize, &mut Context<'_>) -> Poll<O>,
     _witness: fn(Never) -> O,
 ) -> Option<O> {
     let mut cx = Context::from_waker(Waker::noop());
-    match round(n, &mut cx, &mut poll) {
+    match round(n, biased, &mut cx, &mut poll) {
         Poll::Ready(out) => Some(out),
         Poll::Pending => None,
     }
@@ -137,9 +144,13 @@ pub fn try_once<O>(
 /// `pattern = future, if condition => expression`: when it is false the branch is not polled
 /// (Go's nil channel; a select with every branch disabled and no `default` panics rather than
 /// wait forever). An optional last branch `default => expression` makes the select
-/// non-blocking: it runs when no branch is ready at once, as Go's `default`. Each round starts at a random branch (fair), and a losing branch takes nothing:
-/// see the [module docs](crate::sync::select). Timer branches (`time::sleep_future`) need a
-/// spindle worker (a fiber or task), as every spindle timer future does.
+/// non-blocking: it runs when no branch is ready at once, as Go's `default`. Each round starts
+/// at a random branch (fair), and a losing branch takes nothing: see the
+/// [module docs](crate::sync::select). A select that opens with `biased;` (tokio's keyword)
+/// polls its branches in the order written instead, so the first ready branch wins: for
+/// priorities (a shutdown signal before work), at the price of fairness. Timer branches
+/// (`time::sleep_future`) need a spindle worker (a fiber or task), as every spindle timer
+/// future does.
 ///
 /// ```
 /// use std::time::Duration;
@@ -162,17 +173,32 @@ pub fn try_once<O>(
 ///         default => None,
 ///     };
 ///     assert_eq!(polled, None);
+///
+///     // Both ready: `biased;` takes the first branch written, every time.
+///     let (stop_tx, stop_rx) = channel::<()>(1);
+///     stop_tx.send(()).unwrap();
+///     tx1.send(8).unwrap();
+///     let first = spindle::select! {
+///         biased;
+///         _ = stop_rx.recv_async() => "stop",
+///         _ = rx1.recv_async() => "work",
+///     };
+///     assert_eq!(first, "stop");
 /// });
 /// ```
 #[macro_export]
 macro_rules! select {
+    (biased; $($branches:tt)+) => {
+        $crate::__select!(@munch (block true) [] [] $($branches)+)
+    };
     ($($branches:tt)+) => {
-        $crate::__select!(@munch block [] [] $($branches)+)
+        $crate::__select!(@munch (block false) [] [] $($branches)+)
     };
 }
 
 /// [`select!`] for async code: `.await`s the first of several futures and runs its arm,
-/// without blocking the worker. Same branch syntax, fairness and no-loss guarantees.
+/// without blocking the worker. Same branch syntax (`biased;` included), fairness and no-loss
+/// guarantees.
 ///
 /// ```
 /// let rt = spindle::Runtime::new().unwrap();
@@ -188,8 +214,11 @@ macro_rules! select {
 /// ```
 #[macro_export]
 macro_rules! select_async {
+    (biased; $($branches:tt)+) => {
+        $crate::__select!(@munch (await true) [] [] $($branches)+)
+    };
     ($($branches:tt)+) => {
-        $crate::__select!(@munch await [] [] $($branches)+)
+        $crate::__select!(@munch (await false) [] [] $($branches)+)
     };
 }
 
@@ -197,18 +226,18 @@ macro_rules! select_async {
 #[macro_export]
 macro_rules! __select {
     // The last branch is `default`: poll once, no waiting.
-    (@munch $mode:ident [$($done:tt)*] [$($next:ident)*] default => $default:expr $(,)?) => {
-        $crate::__select!(@emit (default $default) [$($done)*] [$($next)*])
+    (@munch ($mode:ident $biased:tt) [$($done:tt)*] [$($next:ident)*] default => $default:expr $(,)?) => {
+        $crate::__select!(@emit (default $biased $default) [$($done)*] [$($next)*])
     };
     // One more branch, with a precondition; `__f` and `__e` are new identifiers per expansion
     // (hygiene), naming its future and whether it is enabled.
-    (@munch $mode:ident [$($done:tt)*] [$($next:ident)*] $pat:pat = $fut:expr, if $cond:expr => $body:expr $(, $($rest:tt)*)?) => {
+    (@munch $mode:tt [$($done:tt)*] [$($next:ident)*] $pat:pat = $fut:expr, if $cond:expr => $body:expr $(, $($rest:tt)*)?) => {
         $crate::__select!(@munch $mode [$($done)* (__f, __e, $pat, $fut, $cond, $body, [$($next)*])] [$($next)* There] $($($rest)*)?)
     };
-    (@munch $mode:ident [$($done:tt)*] [$($next:ident)*] $pat:pat = $fut:expr => $body:expr $(, $($rest:tt)*)?) => {
+    (@munch $mode:tt [$($done:tt)*] [$($next:ident)*] $pat:pat = $fut:expr => $body:expr $(, $($rest:tt)*)?) => {
         $crate::__select!(@munch $mode [$($done)* (__f, __e, $pat, $fut, true, $body, [$($next)*])] [$($next)* There] $($($rest)*)?)
     };
-    (@munch $mode:ident [$($done:tt)*] [$($next:ident)*]) => {
+    (@munch $mode:tt [$($done:tt)*] [$($next:ident)*]) => {
         $crate::__select!(@emit $mode [$($done)*] [$($next)*])
     };
     (@emit $mode:tt [$(($f:ident, $e:ident, $pat:pat, $fut:expr, $cond:expr, $body:expr, [$($wrap:ident)*]))+] [$($last:ident)*]) => {{
@@ -239,16 +268,16 @@ macro_rules! __select {
         let __witness = |__never: $crate::sync::select::Never| $crate::__select!(@wrap [$($last)*] __never);
         $crate::__select!(@run $mode __n __poll __witness [$(($pat, $body, [$($wrap)*]))+] [$($last)*])
     }};
-    (@run block $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
-        let __out = $crate::sync::select::block($n, $poll, $w);
+    (@run (block $biased:tt) $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        let __out = $crate::sync::select::block($n, $biased, $poll, $w);
         $crate::__select!(@match __out $arms $last)
     }};
-    (@run await $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
-        let __out = $crate::sync::select::Select::new($n, $poll, $w).await;
+    (@run (await $biased:tt) $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        let __out = $crate::sync::select::Select::new($n, $biased, $poll, $w).await;
         $crate::__select!(@match __out $arms $last)
     }};
-    (@run (default $default:expr) $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
-        match $crate::sync::select::try_once($n, $poll, $w) {
+    (@run (default $biased:tt $default:expr) $n:ident $poll:ident $w:ident $arms:tt $last:tt) => {{
+        match $crate::sync::select::try_once($n, $biased, $poll, $w) {
             ::core::option::Option::Some(__out) => $crate::__select!(@match __out $arms $last),
             ::core::option::Option::None => $default,
         }
@@ -268,8 +297,8 @@ macro_rules! __select {
         $crate::sync::select::Out::There($crate::__select!(@wrap_pat [$($rest)*] $p))
     };
     (@unit $f:ident) => { () };
-    (@check (default $default:expr) $enabled:ident) => {};
-    (@check $mode:ident $enabled:ident) => {
+    (@check (default $biased:tt $default:expr) $enabled:ident) => {};
+    (@check $mode:tt $enabled:ident) => {
         ::core::assert!($enabled > 0, "spindle::select!: every branch is disabled by its `if` precondition and there is no `default` branch; it would wait forever");
     };
 }

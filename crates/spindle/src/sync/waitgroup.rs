@@ -1,7 +1,7 @@
 //! Waiting for a group of fibers (or threads) to finish, as Go's `sync.WaitGroup`.
-//!
-//! Invariant (under the lock): waiters are queued only while the count is positive; the
-//! `done` that brings it to zero wakes all of them.
+
+// Invariant (under the lock): waiters are queued only while the count is positive; the
+// `done` that brings it to zero wakes all of them.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

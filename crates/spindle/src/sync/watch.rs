@@ -1,19 +1,23 @@
 //! A watch channel: one latest value that receivers read and wait for changes of (tokio's
-//! `watch`), for fibers, threads and tasks.
-//!
-//! Invariants (under the lock): `version` counts the values sent; a receiver remembers the
-//! version it last saw and `changed` waits while they are equal and the sender is alive.
-//! Every send, and the sender going away, wakes every waiting receiver.
+//! `watch`), for fibers, threads and tasks. A [`Receiver`] is also a `futures_core::Stream`
+//! of the values it has not seen.
+
+// Invariants (under the lock): `version` counts the values sent; a receiver remembers the
+// version it last saw and `changed` waits while they are equal and the sender is alive.
+// Every send, and the sender going away, wakes every waiting receiver. A receiver's `Stream`
+// polls wait in its `stream` slot, left when it drops.
 
 use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::channel::RecvError;
 use crate::lock::lock;
-use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::wait::{deadline_in, pass_none, Wait, WaitSlot};
 use crate::park::{self, WaitList};
 
 /// Creates a watch channel holding `initial`.
@@ -38,7 +42,7 @@ pub fn channel<T>(initial: T) -> (Sender<T>, Receiver<T>) {
         receivers: 1,
         waiters: WaitList::new(),
     }));
-    (Sender { shared: shared.clone() }, Receiver { shared, seen: 0 })
+    (Sender { shared: shared.clone() }, Receiver { shared, seen: 0, stream: WaitSlot::default() })
 }
 
 struct State<T> {
@@ -58,6 +62,8 @@ pub struct Sender<T> {
 pub struct Receiver<T> {
     shared: Arc<Mutex<State<T>>>,
     seen: u64,
+    /// The wait of the receiver's `Stream` polls.
+    stream: WaitSlot,
 }
 
 /// A read lock on the current value. It holds an internal (thread) lock: drop it before
@@ -117,7 +123,7 @@ impl<T> Sender<T> {
     pub fn subscribe(&self) -> Receiver<T> {
         let mut state = lock(&self.shared);
         state.receivers += 1;
-        Receiver { shared: self.shared.clone(), seen: state.version }
+        Receiver { shared: self.shared.clone(), seen: state.version, stream: WaitSlot::default() }
     }
 
     pub fn receiver_count(&self) -> usize {
@@ -212,7 +218,7 @@ impl<T> Receiver<T> {
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
         lock(&self.shared).receivers += 1;
-        Receiver { shared: self.shared.clone(), seen: self.seen }
+        Receiver { shared: self.shared.clone(), seen: self.seen, stream: WaitSlot::default() }
     }
 }
 
@@ -228,7 +234,44 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        self.stream.leave(&self.shared, list, pass_none);
         lock(&self.shared).receivers -= 1;
+    }
+}
+
+/// The values the receiver has not seen, for async code: each `poll_next` waits as
+/// [`changed_async`](Receiver::changed_async) does and gives a clone of the value then
+/// current, marking it seen (several sends in between give one item, the latest value). The
+/// stream ends once the sender is gone and nothing new is left.
+///
+/// ```
+/// use std::pin::Pin;
+/// use std::task::{Context, Poll, Waker};
+/// use futures_core::Stream;
+///
+/// let (tx, mut rx) = spindle::sync::watch::channel("v0");
+/// tx.send("v1").unwrap();
+/// tx.send("v2").unwrap();
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert_eq!(Pin::new(&mut rx).poll_next(&mut cx), Poll::Ready(Some("v2")));
+/// assert!(Pin::new(&mut rx).poll_next(&mut cx).is_pending());
+/// drop(tx);
+/// assert_eq!(Pin::new(&mut rx).poll_next(&mut cx), Poll::Ready(None));
+/// ```
+impl<T: Clone> futures_core::Stream for Receiver<T> {
+    type Item = T;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let this = self.get_mut();
+        let seen = &mut this.seen;
+        let changed = this
+            .stream
+            .poll(&this.shared, list, cx, |s, _| round(s, seen).map(|r| r.map(|()| s.value.clone())));
+        match changed {
+            Poll::Ready(Ok(value)) => Poll::Ready(Some(value)),
+            Poll::Ready(Err(RecvError)) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 

@@ -8,45 +8,53 @@
 //! - [`spawn_eager`] is [`spawn_async`] whose first poll may happen at once, inside the
 //!   spawning task's poll.
 //! - [`block_on`] runs a future from blocking-style code (a fiber or a thread).
-//!
-//! Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
-//! `join` (the [`JoinHandle`]), `block_on`. The scheduler sees tasks only as
-//! `sched::task_ref::TaskRef`.
-//!
-//! # Invariants
-//!
-//! - **One poller at a time** and **one queue entry**: module `task::state`. Whoever moves a
-//!   task `IDLE → SCHEDULED` queues it, exactly once: on the current worker's stealable queue
-//!   or LIFO slot (a `Send` task woken on a worker), the runtime's task injector (woken from
-//!   elsewhere), or its home worker's local queue, LIFO slot or inbox (a pinned task). The
-//!   LIFO slot is not stealable (module `sched::worker`, "LIFO slots").
-//! - **Exactly one canceller.** A task that returned `Pending` once is registered in the live
-//!   list of the worker that polled it (a pinned task: of its home, at spawn). At shutdown each
-//!   worker cancels its live list and its queues: it claims each task (`task::state`'s claim,
-//!   waiting while another worker's poll is under way), drops the future and completes it as
-//!   cancelled. The claim makes a second attempt (the same task reached through a queue and a
-//!   list) a no-op. Tasks left in the injector once every worker has stopped are cancelled by
-//!   `Runtime::drop`, and a task injected after that is cancelled by its injector (module
-//!   `sched`).
-//! - **Eager first polls take nothing from anyone.** A task's poll runs while its task holds
-//!   `RUNNING`, wherever it is called from: an eager first poll (`spawn_eager`) is the new
-//!   task's own `run`, on the spawner's worker, inside the spawner's poll, and leaves the task
-//!   where a queued poll would (done, waiting and in the live list, or queued again). It is
-//!   taken only when no other worker could have run the task sooner (a runtime of one
-//!   worker) and no other task waits on this one (it would overtake them: module
-//!   `sched::worker`, "batched tasks"), from a task's poll (a fiber's spawn is queued: its
-//!   budget is the fiber's, not a poll's), with a unit of that poll's I/O budget, never
-//!   inside another eager poll, and never once its worker is shutting down (a spawn from a
-//!   destructor then is cancelled unpolled, as any): so the spawner's poll stays bounded and
-//!   the worker's stack holds at most two polls.
-//! - **Pinned futures stay home.** A pinned task's future is dropped on its home thread (by its
-//!   poll, its abort, or its home's shutdown); should a pinned future still be alive when the
-//!   task is freed on another thread (its home thread died by a panic), it is leaked rather
-//!   than dropped there.
+//! - [`JoinSet`] joins fibers and tasks in the order they finish; [`join!`](crate::join) and
+//!   [`try_join!`](crate::try_join) await several futures at once (and
+//!   [`join_fibers!`](crate::join_fibers) runs closures on fibers and joins them);
+//!   [`task_local!`](crate::task_local) keeps a value for a task's scope.
+
+// Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
+// `join` (the [`JoinHandle`]), `block_on`, `join_set` ([`JoinSet`]), `join_macros` (`join!`
+// and friends), `local` (`task_local!`). The scheduler sees tasks only as
+// `sched::task_ref::TaskRef`.
+//
+// # Invariants
+//
+// - **One poller at a time** and **one queue entry**: module `task::state`. Whoever moves a
+//   task `IDLE → SCHEDULED` queues it, exactly once: on the current worker's stealable queue
+//   or LIFO slot (a `Send` task woken on a worker), the runtime's task injector (woken from
+//   elsewhere), or its home worker's local queue, LIFO slot or inbox (a pinned task). The
+//   LIFO slot is not stealable (module `sched::worker`, "LIFO slots").
+// - **Exactly one canceller.** A task that returned `Pending` once is registered in the live
+//   list of the worker that polled it (a pinned task: of its home, at spawn). At shutdown each
+//   worker cancels its live list and its queues: it claims each task (`task::state`'s claim,
+//   waiting while another worker's poll is under way), drops the future and completes it as
+//   cancelled. The claim makes a second attempt (the same task reached through a queue and a
+//   list) a no-op. Tasks left in the injector once every worker has stopped are cancelled by
+//   `Runtime::drop`, and a task injected after that is cancelled by its injector (module
+//   `sched`).
+// - **Eager first polls take nothing from anyone.** A task's poll runs while its task holds
+//   `RUNNING`, wherever it is called from: an eager first poll (`spawn_eager`) is the new
+//   task's own `run`, on the spawner's worker, inside the spawner's poll, and leaves the task
+//   where a queued poll would (done, waiting and in the live list, or queued again). It is
+//   taken only when no other worker could have run the task sooner (a runtime of one
+//   worker) and no other task waits on this one (it would overtake them: module
+//   `sched::worker`, "batched tasks"), from a task's poll (a fiber's spawn is queued: its
+//   budget is the fiber's, not a poll's), with a unit of that poll's I/O budget, never
+//   inside another eager poll, and never once its worker is shutting down (a spawn from a
+//   destructor then is cancelled unpolled, as any): so the spawner's poll stays bounded and
+//   the worker's stack holds at most two polls.
+// - **Pinned futures stay home.** A pinned task's future is dropped on its home thread (by its
+//   poll, its abort, or its home's shutdown); should a pinned future still be alive when the
+//   task is freed on another thread (its home thread died by a panic), it is leaked rather
+//   than dropped there.
 
 mod block_on;
 mod builder;
 mod join;
+pub(crate) mod join_macros;
+mod join_set;
+mod local;
 mod raw;
 mod state;
 
@@ -59,6 +67,8 @@ use std::task::{Context, Poll};
 pub use block_on::block_on;
 pub use builder::Builder;
 pub use join::JoinHandle;
+pub use join_set::{JoinNext, JoinSet};
+pub use local::{AccessError, LocalKey, TaskLocalFuture};
 use raw::{Home, Pinned, Task};
 
 use crate::sched::worker::{self, Queued, WorkerShared};

@@ -156,8 +156,7 @@ impl Worker {
             return;
         }
         let next_timer = self
-            .timers
-            .next_deadline()
+            .next_timer_deadline()
             .map(|d| d.saturating_duration_since(*now.get_or_insert_with(Instant::now)));
         let trim = self.pool.borrow().needs_trim();
         let timeout = match (next_timer, trim) {

@@ -1,20 +1,49 @@
-//! Timers: `sleep`, `sleep_until` and `timeout`, for fibers and for futures.
-//!
-//! Each worker keeps a hierarchical timer wheel (1 ms resolution, O(1) insert and cancel);
-//! its event loop blocks in `epoll_wait` no longer than the next deadline. A timer never
-//! fires early: deadlines round up to the next millisecond tick.
+//! Timers: `sleep`, `timeout`, [`interval`], and the runtime's clock, for fibers and futures.
 //!
 //! In a fiber, [`sleep`] parks the fiber; on a plain thread it is `std::thread::sleep`. The
-//! futures [`Sleep`] and [`Timeout`] register with the worker that polls them; polling them
-//! outside a spindle worker panics with a message saying so.
+//! futures [`Sleep`], [`Timeout`] and [`Interval`]'s ticks register with the worker that polls
+//! them; polling them outside a spindle worker panics with a message saying so. A timer never
+//! fires early: deadlines round up to the next millisecond.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = spindle::Runtime::new().unwrap();
+//! rt.block_on(|| {
+//!     let mut ticks = spindle::time::interval(Duration::from_millis(2));
+//!     ticks.tick(); // the first tick completes at once
+//!     ticks.tick(); // 2 ms later
+//!     let slow = spindle::spawn(|| spindle::time::sleep(Duration::from_secs(60)));
+//!     let slow = slow.join_timeout(Duration::from_millis(5)).unwrap_err();
+//!     slow.abort();
+//! });
+//! ```
+//!
+//! # The clock
+//!
+//! Deadlines are `std::time::Instant`s read from the runtime's clock, [`now`]: the real
+//! clock, unless the runtime's time is paused ([`pause`], [`advance`],
+//! [`Builder::start_paused`](crate::Builder::start_paused),
+//! `#[spindle::test(start_paused = true)]`), for tests of timing logic that run at once and
+//! never depend on how fast the machine is. Code that computes a deadline itself reads
+//! [`now`] (not `Instant::now()`, which stays the real clock) when it should follow paused
+//! time.
 //!
 //! A duration too long for an `Instant` (`Duration::MAX`) means "never": the deadline becomes
 //! [`NEVER`] from now (about 35,000 years), which no process lives to see, instead of an
-//! overflow panic. The wheel fires a timer at its own deadline however far away it is, never
-//! before (module `reactor::wheel`), so a waiter whose timer fired may take its deadline as
-//! passed: [`Sleep`], [`sleep`] and socket waits arm one timer per wait and rely on that.
-//! [`deadline_after`] and [`deadline_from`] apply the same rule for code that turns a
-//! configured duration into a deadline itself (spindle-http's and spindle-grpc's timeouts).
+//! overflow panic. [`deadline_after`] and [`deadline_from`] apply the same rule for code
+//! that turns a configured duration into a deadline itself.
+
+// Invariant (module `reactor::wheel`): the wheel fires a timer at its own deadline however
+// far away it is, never before, so a waiter whose timer fired may take its deadline as
+// passed: `Sleep`, `sleep` and socket waits arm one timer per wait and rely on that. Every
+// deadline armed on a worker's wheel is on the runtime's clock (module `sched::clock`).
+
+mod interval;
+mod paused;
+
+pub use interval::{interval, interval_at, Interval, MissedTickBehavior, Tick};
+pub use paused::{advance, advance_async, is_paused, pause, resume};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,19 +78,40 @@ pub const NEVER: Duration = Duration::from_secs(1 << 40);
 /// `Instant` (see the module doc): `Instant::now() + duration` without the overflow panic,
 /// for durations a user configures, where `Duration::MAX` means "no limit". (Inside spindle,
 /// the blocking waits that take an `Option`, where `None` means "no deadline", use
-/// `park::wait::deadline_in` instead.)
+/// `park::wait::deadline_in` instead.) On the runtime's clock ([`now`]).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
 ///
 /// let soon = spindle::time::deadline_after(Duration::from_secs(1));
-/// assert!(soon > Instant::now());
+/// assert!(soon > Instant::now()); // not paused here: the real clock
 /// // `Instant::now() + Duration::MAX` would panic; this is a deadline nobody lives to see.
 /// let never = spindle::time::deadline_after(Duration::MAX);
 /// assert!(never >= soon + Duration::from_secs(1 << 39));
 /// ```
 pub fn deadline_after(duration: Duration) -> Instant {
-    deadline_from(Instant::now(), duration)
+    deadline_from(now(), duration)
+}
+
+/// The current instant on the runtime's clock: `Instant::now()`, unless the time of the
+/// runtime whose fiber or task calls it is paused (see the module doc): then the paused
+/// clock's reading. Off a spindle worker (a plain thread, the blocking pool) it is always
+/// `Instant::now()`. tokio's `tokio::time::Instant::now()`; the instants are std's.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = spindle::Builder::new().build_local().unwrap();
+/// rt.block_on(|| {
+///     spindle::time::pause();
+///     let t0 = spindle::time::now();
+///     spindle::time::advance(Duration::from_secs(5));
+///     assert_eq!(spindle::time::now() - t0, Duration::from_secs(5));
+/// });
+/// ```
+#[inline]
+pub fn now() -> Instant {
+    crate::sched::clock::now()
 }
 
 /// [`deadline_after`] from a given `now` (an idle connection's deadline from the moment it
@@ -92,7 +142,7 @@ pub fn sleep_until(deadline: Instant) {
             return;
         }
     };
-    if Instant::now() >= deadline {
+    if now() >= deadline {
         return;
     }
     let key = worker.add_timer(deadline, crate::park::fiber_waker(worker));
@@ -106,7 +156,7 @@ pub fn sleep_until(deadline: Instant) {
         }
     }
     let _cancel = Cancel(key);
-    while Instant::now() < deadline {
+    while now() < deadline {
         crate::park::park_on("sleep");
     }
 }
@@ -132,7 +182,7 @@ where
     let deadline = deadline_after(duration);
     let handle = crate::spawn(op);
     if !handle.wait_until(deadline) {
-        handle.cancel();
+        handle.abort();
     }
     match handle.join() {
         Ok(v) => Ok(v),
@@ -161,6 +211,7 @@ pub fn sleep_until_future(deadline: Instant) -> Sleep {
 }
 
 impl Sleep {
+    /// When the future completes (on the runtime's clock).
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -196,7 +247,7 @@ impl Future for Sleep {
                 return Poll::Pending;
             }
         }
-        if Instant::now() >= self.deadline {
+        if now() >= self.deadline {
             self.cancel();
             return Poll::Ready(());
         }
