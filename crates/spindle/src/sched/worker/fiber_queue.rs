@@ -81,6 +81,11 @@ impl FiberQueue {
         }
     }
 
+    /// Takes every fiber of the run queue out (the worker is going away).
+    pub(super) fn take_all(&self) -> VecDeque<FiberRef> {
+        std::mem::take(&mut *self.queue.borrow_mut())
+    }
+
     #[inline]
     pub(super) fn has_runnable(&self) -> bool {
         self.lifo.is_full() || !self.queue.borrow().is_empty()

@@ -306,8 +306,11 @@ impl Drop for Worker {
     /// loop was left early (the worker thread is unwinding), the parked fibers left are taken
     /// out of `PARKED`, so that no later unpark sends them to this gone worker, and their run
     /// references are dropped: the cell is freed once its other references go (its stack is
-    /// leaked then, module `fiber::control`). Runnable ones are dropped with their queues.
+    /// leaked then, module `fiber::control`). Runnable ones are dropped with their queues, the
+    /// run queue's here too (it lives in `shared` for the watchdog, which must not find fibers
+    /// of a worker that is gone).
     fn drop(&mut self) {
+        drop(self.fibers.take_all());
         let parked: Vec<_> = self.registry.get_mut().iter().collect();
         let mut unclaimed = false;
         for fiber in parked {
