@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Import circles between the source files of a crate.
+
+A file imports another when it names an item of that file's module through a path:
+`use crate::a::b::{c, d}`, `crate::a::b::f()` in code, `super::x`, `self::x` (relative
+to the file's module). `mod child;` declarations are not imports; a parent's
+`pub use child::X` is. Each path resolves to the longest prefix that is a file of the
+crate. The strongly connected components of that graph with more than one file are
+the circles; each is printed with the edges that close it.
+
+    python3 scripts/import-cycles.py crates/spindle-http/src [crates/spindle-grpc/src ...]
+    python3 scripts/import-cycles.py --allow fiber,sched crates/spindle/src
+
+`--allow A,B,...`: a circle whose files all lie under these top-level modules is
+reported but not counted (the layer rule's one allowed circle). Exit status 1 when a
+counted circle remains.
+"""
+
+import os
+import re
+import sys
+
+USE_RE = re.compile(r"\buse\s+((?:crate|super|self)(?:::[^;]*)?);", re.S)
+PATH_RE = re.compile(r"\b((?:crate|super|self)(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)")
+COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
+
+
+def module_files(src):
+    """Map module path (tuple) -> file path, for every .rs file under src."""
+    mods = {}
+    for root, _dirs, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, src)[:-3].split(os.sep)
+            if rel in (["lib"], ["main"]):
+                mod = ()
+            elif rel[-1] == "mod":
+                mod = tuple(rel[:-1])
+            else:
+                mod = tuple(rel)
+            if rel and rel[0] == "bin":
+                continue
+            mods[mod] = path
+    return mods
+
+
+def expand_use(tree):
+    """Expand a use tree `a::b::{c, d::{e}}` into its paths."""
+    tree = re.sub(r"\s+", "", tree)
+    depth = 0
+    for i, ch in enumerate(tree):
+        if ch == "{":
+            prefix = tree[:i]
+            inner = tree[i + 1 : tree.rindex("}")]
+            parts, cur, depth = [], "", 0
+            for c in inner:
+                if c == "," and depth == 0:
+                    parts.append(cur)
+                    cur = ""
+                    continue
+                depth += c == "{"
+                depth -= c == "}"
+                cur += c
+            parts.append(cur)
+            out = []
+            for p in parts:
+                if not p:
+                    continue
+                if p == "self":
+                    out.append(prefix.rstrip(":"))
+                else:
+                    out.extend(expand_use(prefix + p))
+            return out
+    return [tree.split(" as ")[0]]
+
+
+def resolve(path, here, mods):
+    """The module (tuple) a path names, relative to module `here`, or None."""
+    segs = [s for s in path.split("::") if s]
+    if not segs:
+        return None
+    if segs[0] == "crate":
+        base, segs = [], segs[1:]
+    elif segs[0] in ("self", "super"):
+        base = list(here)
+        while segs and segs[0] in ("self", "super"):
+            if segs[0] == "super":
+                if not base:
+                    return None
+                base.pop()
+            segs = segs[1:]
+    else:
+        return None
+    full = base + segs
+    for n in range(len(full), -1, -1):
+        if tuple(full[:n]) in mods:
+            return tuple(full[:n])
+    return None
+
+
+def graph(src):
+    mods = module_files(src)
+    edges = {m: {} for m in mods}
+    for mod, path in mods.items():
+        text = open(path, encoding="utf-8").read()
+        text = COMMENT_RE.sub("", text)
+        text = STRING_RE.sub('""', text)
+        # `#[cfg(test)] mod tests { ... }` inside a file is the file's own: its `super::`
+        # names the file's module, as `self::` does outside it.
+        paths = []
+        for m in USE_RE.finditer(text):
+            paths.extend(expand_use(m.group(1)))
+        paths.extend(m.group(1) for m in PATH_RE.finditer(text))
+        for p in paths:
+            target = resolve(p, mod, mods)
+            if target is None or target == mod:
+                continue
+            edges[mod].setdefault(target, p)
+    return mods, edges
+
+
+def sccs(nodes, edges):
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def name(mod):
+    return "::".join(mod) or "lib"
+
+
+def main(argv):
+    allow = set()
+    if argv and argv[0] == "--allow":
+        allow = set(argv[1].split(","))
+        argv = argv[2:]
+    failed = False
+    for src in argv:
+        mods, edges = graph(src)
+        circles = [c for c in sccs(mods, edges) if len(c) > 1]
+        print(f"{src}: {len(mods)} files, {len(circles)} import circle(s)")
+        for comp in sorted(circles, key=len, reverse=True):
+            members = set(comp)
+            allowed = allow and all(m and m[0] in allow for m in comp)
+            tag = "allowed" if allowed else "CIRCLE"
+            failed |= not allowed
+            print(f"  {tag} ({len(comp)} files): " + ", ".join(sorted(name(m) for m in comp)))
+            for m in sorted(comp):
+                for t, p in sorted(edges[m].items()):
+                    if t in members:
+                        print(f"      {name(m)} -> {name(t)}   ({p})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
