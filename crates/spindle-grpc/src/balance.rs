@@ -55,21 +55,43 @@
 //!   `RemoteChannel`, with no second attempt on another child: hyper's `SendRequest` does not
 //!   give back a request it has taken, even one it never sent.
 //!
-//! Not done: resolving one name to several addresses (a DNS name with several A records is
-//! one child, which connects to the first address that answers), weighted or least-request
-//! policies, health checking beyond the connection's state.
+//! # Names that change
+//!
+//! [`BalancedChannel::from_target`] takes a gRPC target name (module `target`): a `dns:///`
+//! name becomes one child per address it resolves to, and module `resolve` keeps that list in
+//! step with the name (children added for new addresses, dropped for addresses gone: a dropped
+//! child's calls in flight finish on their own clone, whose connection ends with the last).
+//! The list is swapped whole under a short lock; a pick works on the list it read.
+//!
+//! - **Wait for the first answer, fail fast after.** Before the name's first resolution ends,
+//!   `poll_ready` is pending (woken when it ends); once a resolution has ended with no address,
+//!   calls fail at once with `UNAVAILABLE` naming the resolver's error, and ask for a new
+//!   resolution (at most one per minimum interval).
+//! - **A failure asks for a new answer.** A pick that finds a child down asks module `resolve`
+//!   to resolve again (rate-limited there), as grpc-go re-resolves on a connection failure.
+//!
+//! # Policies
+//!
+//! `round_robin` (the default) as above. `pick_first` ([`LoadBalancing::PickFirst`]) sends
+//! every call to the first child, in the resolver's order, that is connected (or connecting),
+//! passing to the next only while those before it are down; only the first child connects at
+//! the start, the next when a pick passes it.
+//!
+//! Not done: weighted or least-request policies.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll, Wake, Waker};
 
 use tonic::body::Body;
 use tonic::Status;
 
 use crate::client::lock;
+use crate::resolve::Resolution;
 use crate::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
 
 /// A child's connection state, as the balancer reads it (`RemoteChannel::phase`).
@@ -104,19 +126,61 @@ pub struct BalancedChannel {
     reserved: Option<RemoteChannel>,
 }
 
+/// How a [`BalancedChannel`] spreads its calls (module docs, "Policies"), as gRPC's
+/// `round_robin` and `pick_first` load-balancing policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadBalancing {
+    /// Each call to the next connected server in turn.
+    #[default]
+    RoundRobin,
+    /// Every call to the first server (in the resolver's order) that is up.
+    PickFirst,
+}
+
 /// The state the clones share.
-struct Balanced {
-    children: Box<[RemoteChannel]>,
+pub(crate) struct Balanced {
+    /// The children now: swapped whole when the name's addresses change.
+    children: RwLock<Arc<[Child]>>,
     /// The round-robin position (taken modulo the number of children).
     next: AtomicUsize,
-    /// `poll_ready`s waiting for a permit on any child.
+    /// `poll_ready`s waiting for a permit on any child, or for the name's first resolution.
     waiters: Arc<Waiters>,
-    /// One per child, the waker this balancer puts in that child's permit waiters.
-    relays: Box<[Arc<Relay>]>,
+    policy: LoadBalancing,
+    /// The name behind the children, when they come from a resolver (module `resolve`).
+    resolution: Option<Arc<Resolution>>,
+}
+
+/// One server.
+pub(crate) struct Child {
+    /// The address it was resolved to (none for a child made from an `Endpoint`).
+    pub(crate) addr: Option<SocketAddr>,
+    pub(crate) channel: RemoteChannel,
+    /// The waker this balancer puts in the child's permit waiters.
+    relay: Arc<Relay>,
+}
+
+impl Child {
+    pub(crate) fn new(addr: Option<SocketAddr>, channel: RemoteChannel, waiters: &Arc<Waiters>) -> Child {
+        Child {
+            addr,
+            channel,
+            relay: Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() }),
+        }
+    }
 }
 
 #[derive(Default)]
-struct Waiters(Mutex<Vec<Waker>>);
+pub(crate) struct Waiters(Mutex<Vec<Waker>>);
+
+impl Waiters {
+    /// Wakes every waiting `poll_ready`: each picks again.
+    pub(crate) fn wake_all(&self) {
+        let waiters = std::mem::take(&mut *lock(&self.0));
+        for w in waiters {
+            w.wake();
+        }
+    }
+}
 
 /// Wakes the balancer's waiters when a child releases a permit or changes state (module docs,
 /// "Relays are bounded and keep nothing alive").
@@ -135,10 +199,7 @@ impl Wake for Relay {
         // Disarmed before the waiters are taken: a waiter registered after the take finds it
         // disarmed and arms it again.
         self.armed.store(false, Ordering::Release);
-        let waiters = std::mem::take(&mut *lock(&self.waiters.0));
-        for w in waiters {
-            w.wake();
-        }
+        self.waiters.wake_all();
     }
 }
 
@@ -153,30 +214,83 @@ enum Pick {
 }
 
 impl Balanced {
+    pub(crate) fn new(
+        children: Vec<Child>,
+        waiters: Arc<Waiters>,
+        policy: LoadBalancing,
+        resolution: Option<Arc<Resolution>>,
+    ) -> Balanced {
+        // A random start, so that clients started together do not all begin with the same server.
+        let next = AtomicUsize::new(fastrand::usize(..children.len().max(1)));
+        Balanced { children: RwLock::new(children.into()), next, waiters, policy, resolution }
+    }
+
+    /// The children now.
+    pub(crate) fn children(&self) -> Arc<[Child]> {
+        self.children.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Swaps the children for `children` and lets every waiting `poll_ready` pick again.
+    pub(crate) fn set_children(&self, children: Vec<Child>) {
+        *self.children.write().unwrap_or_else(|e| e.into_inner()) = children.into();
+        self.waiters.wake_all();
+    }
+
+    pub(crate) fn waiters(&self) -> &Arc<Waiters> {
+        &self.waiters
+    }
+
+    pub(crate) fn policy(&self) -> LoadBalancing {
+        self.policy
+    }
+
     /// Picks a child (module docs, "Picking"). With `ignore_limits`, a full child is taken
     /// too, without a permit (its call adds one, as a `RemoteChannel` call without
-    /// `poll_ready` does), so the pick is never `Full`.
+    /// `poll_ready` does), so the pick is never `Full` once the name has resolved.
     fn pick(&self, ignore_limits: bool) -> Pick {
-        let n = self.children.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let children = self.children();
+        let n = children.len();
+        if n == 0 {
+            return self.pick_none(ignore_limits);
+        }
+        let start = match self.policy {
+            LoadBalancing::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed),
+            LoadBalancing::PickFirst => 0,
+        };
+        let first = self.policy == LoadBalancing::PickFirst;
         let take =
             |child: &RemoteChannel| child.try_reserved().or_else(|| ignore_limits.then(|| child.clone()));
         let mut usable = false;
+        let mut down = false;
         // Connected children first.
         for k in 0..n {
-            let child = &self.children[start.wrapping_add(k) % n];
+            let child = &children[start.wrapping_add(k) % n].channel;
             match child.phase() {
                 Phase::Connected => {
                     usable = true;
                     if let Some(taken) = take(child) {
                         return self.picked(k, taken);
                     }
+                    if first {
+                        return Pick::Full;
+                    }
                 }
                 // Module docs, "Idle children reconnect" (an error: the runtime has shut
                 // down, and the child is down).
-                Phase::Idle => drop(child.connect_now()),
-                Phase::Connecting | Phase::Down(_) => {}
+                Phase::Idle => {
+                    drop(child.connect_now());
+                    if first {
+                        break;
+                    }
+                }
+                Phase::Connecting if first => break,
+                Phase::Connecting => {}
+                Phase::Down(_) => down = true,
             }
+        }
+        if down {
+            // Module docs, "A failure asks for a new answer".
+            self.ask_resolution();
         }
         if usable {
             return Pick::Full;
@@ -184,7 +298,7 @@ impl Balanced {
         // None connected: one that is connecting (or idle) and will be, if any.
         let mut errors = String::new();
         for k in 0..n {
-            let child = &self.children[start.wrapping_add(k) % n];
+            let child = &children[start.wrapping_add(k) % n].channel;
             match child.phase() {
                 Phase::Down(error) => {
                     let _ = write!(errors, "{}{error}", if errors.is_empty() { "" } else { "; " });
@@ -193,6 +307,9 @@ impl Balanced {
                     usable = true;
                     if let Some(taken) = take(child) {
                         return self.picked(k, taken);
+                    }
+                    if first {
+                        break;
                     }
                 }
             }
@@ -203,6 +320,34 @@ impl Balanced {
         Pick::Down(Status::unavailable(format!(
             "spindle-grpc: none of the {n} servers is connected: {errors}"
         )))
+    }
+
+    /// A pick with no child: the name has not resolved yet (wait for it), or resolved to no
+    /// address (module docs, "Wait for the first answer, fail fast after").
+    fn pick_none(&self, ignore_limits: bool) -> Pick {
+        let Some(resolution) = &self.resolution else {
+            return Pick::Down(Status::unavailable("spindle-grpc: the channel has no server"));
+        };
+        match resolution.outcome() {
+            None if !ignore_limits => Pick::Full,
+            None => Pick::Down(Status::unavailable(format!(
+                "spindle-grpc: {} has not resolved yet (call `poll_ready` first to wait for it)",
+                resolution.name()
+            ))),
+            Some(error) => {
+                resolution.ask();
+                Pick::Down(Status::unavailable(format!(
+                    "spindle-grpc: {} has no address: {error}",
+                    resolution.name()
+                )))
+            }
+        }
+    }
+
+    fn ask_resolution(&self) {
+        if let Some(resolution) = &self.resolution {
+            resolution.ask();
+        }
     }
 
     /// The pick took the child `skipped` places after its start: the next pick starts after it.
@@ -224,10 +369,20 @@ impl Balanced {
                 waiters.push(waker.clone());
             }
         }
-        for (child, relay) in self.children.iter().zip(self.relays.iter()) {
-            if !relay.armed.swap(true, Ordering::AcqRel) {
-                child.wake_on_change(Waker::from(relay.clone()));
+        for child in self.children().iter() {
+            if !child.relay.armed.swap(true, Ordering::AcqRel) {
+                child.channel.wake_on_change(Waker::from(child.relay.clone()));
             }
+        }
+    }
+}
+
+impl Drop for Balanced {
+    fn drop(&mut self) {
+        // The resolver's fiber holds the balancer weakly: end it now rather than at its next
+        // timer.
+        if let Some(resolution) = &self.resolution {
+            resolution.close();
         }
     }
 }
@@ -239,45 +394,56 @@ impl BalancedChannel {
     /// error. Errors: an empty list (`InvalidInput`), an endpoint [`Endpoint::connect_lazy`]
     /// refuses, or a runtime that has shut down.
     pub fn new(endpoints: impl IntoIterator<Item = Endpoint>) -> io::Result<BalancedChannel> {
-        let children: Box<[RemoteChannel]> =
+        let channels: Vec<RemoteChannel> =
             endpoints.into_iter().map(|e| e.connect_lazy()).collect::<io::Result<_>>()?;
-        if children.is_empty() {
+        if channels.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "spindle-grpc: a BalancedChannel needs at least one endpoint",
             ));
         }
-        for child in children.iter() {
+        for child in channels.iter() {
             child.connect_now()?;
         }
         let waiters = Arc::new(Waiters::default());
-        let relays = children
-            .iter()
-            .map(|_| Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() }))
-            .collect();
-        // A random start, so that clients started together do not all begin with the same server.
-        let next = AtomicUsize::new(fastrand::usize(..children.len()));
-        Ok(BalancedChannel { shared: Arc::new(Balanced { children, next, waiters, relays }), reserved: None })
+        let children = channels.into_iter().map(|c| Child::new(None, c, &waiters)).collect();
+        Ok(BalancedChannel::from_shared(Arc::new(Balanced::new(
+            children,
+            waiters,
+            LoadBalancing::RoundRobin,
+            None,
+        ))))
     }
 
-    /// The number of servers (children).
+    pub(crate) fn from_shared(shared: Arc<Balanced>) -> BalancedChannel {
+        BalancedChannel { shared, reserved: None }
+    }
+
+    /// The number of servers (children) now.
     pub fn len(&self) -> usize {
-        self.shared.children.len()
+        self.shared.children().len()
     }
 
-    /// Always `false`: a `BalancedChannel` has at least one server.
+    /// Whether the channel has no server now: a name not resolved yet, or resolved to no
+    /// address (module docs, "Names that change").
     pub fn is_empty(&self) -> bool {
-        false
+        self.shared.children().is_empty()
+    }
+
+    /// The servers' addresses now, for a channel over a resolved name (in the resolver's
+    /// order); empty for one built from endpoints.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.shared.children().iter().filter_map(|c| c.addr).collect()
     }
 
     /// How many servers the channel has a live connection to now.
     pub fn connected(&self) -> usize {
-        self.shared.children.iter().filter(|c| c.is_connected()).count()
+        self.shared.children().iter().filter(|c| c.channel.is_connected()).count()
     }
 
     /// Calls in flight on all the servers (permits held, by this channel's clones and calls).
     pub fn in_flight(&self) -> usize {
-        self.shared.children.iter().map(RemoteChannel::in_flight).sum()
+        self.shared.children().iter().map(|c| c.channel.in_flight()).sum()
     }
 }
 
@@ -291,7 +457,7 @@ impl Clone for BalancedChannel {
 impl std::fmt::Debug for BalancedChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BalancedChannel")
-            .field("children", &self.shared.children)
+            .field("children", &self.shared.children().iter().map(|c| &c.channel).collect::<Vec<_>>())
             .field("connected", &self.connected())
             .field("reserved", &self.reserved)
             .finish()
@@ -361,24 +527,21 @@ mod tests {
             .map(|i| Endpoint::new(format!("http://127.0.0.1:{}", 1 + i)).unwrap().handle(rt.handle()))
             .collect();
         // Not `BalancedChannel::new`: no child starts connecting, so nothing wakes meanwhile.
-        let children: Box<[RemoteChannel]> = endpoints.iter().map(|e| e.connect_lazy().unwrap()).collect();
         let waiters = Arc::new(Waiters::default());
-        let relays = children
-            .iter()
-            .map(|_| Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() }))
-            .collect();
-        let balanced = Balanced { children, next: AtomicUsize::new(0), waiters, relays };
+        let children =
+            endpoints.iter().map(|e| Child::new(None, e.connect_lazy().unwrap(), &waiters)).collect();
+        let balanced = Balanced::new(children, waiters, LoadBalancing::RoundRobin, None);
         let count = Arc::new(Count::default());
         let waker = Waker::from(count.clone());
         for _ in 0..100 {
             balanced.register(&waker);
         }
         assert_eq!(lock(&balanced.waiters.0).len(), 1, "the waiter list grew with each poll");
-        assert!(balanced.relays.iter().all(|r| r.armed.load(Ordering::SeqCst)));
+        assert!(balanced.children().iter().all(|c| c.relay.armed.load(Ordering::SeqCst)));
         // A permit released on each child (reserved, then dropped) wakes the task once,
         // through the first relay.
-        for child in balanced.children.iter() {
-            drop(child.try_reserved().expect("a free permit"));
+        for child in balanced.children().iter() {
+            drop(child.channel.try_reserved().expect("a free permit"));
         }
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(lock(&balanced.waiters.0).is_empty());

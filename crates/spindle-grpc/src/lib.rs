@@ -32,6 +32,15 @@
 //! assert_eq!(size, 10);
 //! ```
 //!
+//! # In a fleet
+//!
+//! [`BalancedChannel::from_target`] takes a gRPC target name (`dns:///host:port`, `ipv4:`,
+//! `ipv6:` lists, `unix:/path`; [`TargetName`]): a `dns` name is resolved off the workers
+//! (spindle's resolver, the system's by default), again on a timer and when a server is
+//! found down, and the channel keeps one child per address, added and dropped as the name's
+//! records change, spreading calls `round_robin` or `pick_first` ([`LoadBalancing`]);
+//! [`BalancedBuilder`] has the settings.
+//!
 //! # The typed fast path
 //!
 //! With the code `spindle-grpc-build` generates beside tonic's, a server registered with
@@ -84,10 +93,12 @@ mod limit;
 mod pipe;
 mod remote_call;
 mod request;
+mod resolve;
 #[cfg(feature = "tls")]
 mod roots;
 mod server;
 mod signal;
+mod target;
 #[cfg(feature = "tls")]
 mod tls;
 pub mod typed;
@@ -104,7 +115,7 @@ use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::Status;
 
-pub use balance::BalancedChannel;
+pub use balance::{BalancedChannel, LoadBalancing};
 use call::{CallState, Direct, End, FutureKind, HandlerFuture, LiveCall};
 pub use call::{ResponseBody, ResponseFuture};
 pub use client::RemoteChannel;
@@ -118,7 +129,9 @@ pub use pipe::BYTES as PIPE_BYTES;
 pub use pipe::CAPACITY as PIPE_FRAMES;
 pub use remote_call::{RemoteBody, RemoteFuture};
 use request::RequestBody;
+pub use resolve::BalancedBuilder;
 pub use server::{Server, ServerStats, Serving, ShutdownReport};
+pub use target::{TargetName, DEFAULT_PORT as DEFAULT_TARGET_PORT};
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, ServerTlsConfig};
 
