@@ -50,10 +50,10 @@
 //!   wakes every waiting clone. A relay holds the balancer's waiter list only, never a child:
 //!   no reference cycle, so dropping every clone (and call) drops the children and ends their
 //!   connections.
-//! - **No transparent retries.** A call that fails on its child (the connection lost while the
-//!   call was in flight, or the connection the call waited for not made) fails as it does on a
-//!   `RemoteChannel`, with no second attempt on another child: hyper's `SendRequest` does not
-//!   give back a request it has taken, even one it never sent.
+//! - **Retries are the call's.** Each call goes through module `retry_call`: an attempt the
+//!   server never processed is sent again on a new pick (transparent retries), and a call
+//!   ending with a code the channel's retry policy names is sent again after its backoff
+//!   (module `retry`); the request's messages are kept for that, up to the retry buffer.
 //!
 //! # Names that change
 //!
@@ -92,6 +92,8 @@ use tonic::Status;
 
 use crate::client::lock;
 use crate::resolve::Resolution;
+use crate::retry::ServiceConfig;
+use crate::retry_call::{BalancedFuture, RetryCall, DEFAULT_RETRY_BUFFER};
 use crate::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
 
 /// A child's connection state, as the balancer reads it (`RemoteChannel::phase`).
@@ -148,6 +150,10 @@ pub(crate) struct Balanced {
     policy: LoadBalancing,
     /// The name behind the children, when they come from a resolver (module `resolve`).
     resolution: Option<Arc<Resolution>>,
+    /// The retry policies (module `retry`); transparent retries happen without them.
+    retry: Option<Arc<ServiceConfig>>,
+    /// The bytes of request messages a call keeps for a retry.
+    retry_buffer: usize,
 }
 
 /// One server.
@@ -222,7 +228,32 @@ impl Balanced {
     ) -> Balanced {
         // A random start, so that clients started together do not all begin with the same server.
         let next = AtomicUsize::new(fastrand::usize(..children.len().max(1)));
-        Balanced { children: RwLock::new(children.into()), next, waiters, policy, resolution }
+        Balanced {
+            children: RwLock::new(children.into()),
+            next,
+            waiters,
+            policy,
+            resolution,
+            retry: None,
+            retry_buffer: DEFAULT_RETRY_BUFFER,
+        }
+    }
+
+    /// With retry policies and a retry buffer (module `retry_call`).
+    pub(crate) fn with_retries(mut self, retry: Option<Arc<ServiceConfig>>, buffer: usize) -> Balanced {
+        self.retry = retry;
+        self.retry_buffer = buffer;
+        self
+    }
+
+    /// One attempt of a call, on a child picked now (ignoring the permits, as a call made
+    /// without `poll_ready`).
+    pub(crate) fn call_once(&self, request: http::Request<Body>) -> RemoteFuture {
+        match self.pick(true) {
+            Pick::Child(mut child) => tower_service::Service::call(&mut child, request),
+            Pick::Down(status) => RemoteFuture::ready(status),
+            Pick::Full => unreachable!("a pick that ignores the limits is never full"),
+        }
     }
 
     /// The children now.
@@ -467,7 +498,7 @@ impl std::fmt::Debug for BalancedChannel {
 impl tower_service::Service<http::Request<Body>> for BalancedChannel {
     type Response = http::Response<RemoteBody>;
     type Error = Infallible;
-    type Future = RemoteFuture;
+    type Future = BalancedFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         if self.reserved.is_some() {
@@ -489,17 +520,20 @@ impl tower_service::Service<http::Request<Body>> for BalancedChannel {
         Poll::Pending
     }
 
-    fn call(&mut self, request: http::Request<Body>) -> RemoteFuture {
-        let child = match self.reserved.take() {
-            Some(child) => child,
-            None => match self.shared.pick(true) {
-                Pick::Child(child) => child,
-                Pick::Down(status) => return RemoteFuture::ready(status),
-                Pick::Full => unreachable!("a pick that ignores the limits is never full"),
-            },
+    fn call(&mut self, request: http::Request<Body>) -> BalancedFuture {
+        let reserved = self.reserved.take();
+        let shared = &self.shared;
+        let first = move |request: http::Request<Body>| match reserved {
+            Some(mut child) => tower_service::Service::call(&mut child, request),
+            None => shared.call_once(request),
         };
-        let mut child = child;
-        tower_service::Service::call(&mut child, request)
+        RetryCall::start(
+            self.shared.clone(),
+            self.shared.retry.clone(),
+            self.shared.retry_buffer,
+            request,
+            first,
+        )
     }
 }
 

@@ -94,6 +94,8 @@ mod pipe;
 mod remote_call;
 mod request;
 mod resolve;
+mod retry;
+mod retry_call;
 #[cfg(feature = "tls")]
 mod roots;
 mod server;
@@ -130,6 +132,8 @@ pub use pipe::CAPACITY as PIPE_FRAMES;
 pub use remote_call::{RemoteBody, RemoteFuture};
 use request::RequestBody;
 pub use resolve::BalancedBuilder;
+pub use retry::{RetryPolicy, RetryThrottle, ServiceConfig};
+pub use retry_call::{BalancedFuture, DEFAULT_RETRY_BUFFER, TRANSPARENT_RETRIES};
 pub use server::{Server, ServerStats, Serving, ShutdownReport};
 pub use target::{TargetName, DEFAULT_PORT as DEFAULT_TARGET_PORT};
 #[cfg(feature = "tls")]

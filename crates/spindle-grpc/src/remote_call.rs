@@ -16,7 +16,7 @@ use http_body::Frame;
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::wire::{status_of, WireBody};
+use crate::wire::{never_processed, status_of, WireBody};
 
 use crate::client::{lock, Shared};
 
@@ -125,6 +125,11 @@ impl http_body::Body for OutBody {
     }
 }
 
+/// Marks the response of a call that failed before the server processed it (no connection
+/// came, hyper gave the request up unsent, the stream was refused): module `retry_call`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotProcessed;
+
 /// A call's deadline timer (module docs, "Deadlines are local too").
 pub(crate) enum Deadline {
     Local(spindle::time::Sleep),
@@ -223,6 +228,19 @@ impl RemoteFuture {
         self.call = None;
         Poll::Ready(Ok(status.into_http()))
     }
+
+    /// [`fail`](Self::fail) for a call the server never processed: the response carries
+    /// [`NotProcessed`], which lets a retrying channel send it again transparently.
+    fn fail_unprocessed(
+        &mut self,
+        status: Status,
+    ) -> Poll<Result<http::Response<RemoteBody>, std::convert::Infallible>> {
+        let mut poll = self.fail(status);
+        if let Poll::Ready(Ok(response)) = &mut poll {
+            response.extensions_mut().insert(NotProcessed);
+        }
+        poll
+    }
 }
 
 impl Future for RemoteFuture {
@@ -243,7 +261,7 @@ impl Future for RemoteFuture {
             let shared = this.shared.as_ref().expect("a waiting call has its channel");
             match shared.poll_sender(cx, *since) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(status)) => return this.fail(status),
+                Poll::Ready(Err(status)) => return this.fail_unprocessed(status),
                 Poll::Ready(Ok(mut sender)) => {
                     let request = request.take().expect("a waiting call has its request");
                     this.stage = Stage::Sending(Box::pin(sender.send_request(*request)));
@@ -255,8 +273,11 @@ impl Future for RemoteFuture {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Err(e)) => {
                 let local = this.call.as_ref().and_then(|c| c.cancel.failure());
-                let status = local.unwrap_or_else(|| status_of(&e));
-                this.fail(status)
+                match local {
+                    Some(status) => this.fail(status),
+                    None if never_processed(&e) => this.fail_unprocessed(status_of(&e)),
+                    None => this.fail(status_of(&e)),
+                }
             }
             Poll::Ready(Ok(response)) => {
                 this.stage = Stage::Ready(None);

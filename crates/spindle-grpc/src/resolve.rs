@@ -33,6 +33,8 @@ use spindle::sync::Notify;
 use crate::balance::{Balanced, Child, LoadBalancing, Waiters};
 use crate::client::lock;
 use crate::endpoint::Target;
+use crate::retry::ServiceConfig;
+use crate::retry_call::DEFAULT_RETRY_BUFFER;
 use crate::target::TargetName;
 use crate::{BalancedChannel, Endpoint, RemoteChannel};
 
@@ -83,6 +85,8 @@ pub struct BalancedBuilder {
     resolver: Option<Resolver>,
     min_interval: Duration,
     refresh: Duration,
+    retry: Option<Arc<ServiceConfig>>,
+    retry_buffer: usize,
 }
 
 impl std::fmt::Debug for BalancedBuilder {
@@ -125,6 +129,8 @@ impl BalancedChannel {
             resolver: None,
             min_interval: Duration::from_secs(1),
             refresh: Duration::from_secs(30),
+            retry: None,
+            retry_buffer: DEFAULT_RETRY_BUFFER,
         })
     }
 }
@@ -160,6 +166,21 @@ impl BalancedBuilder {
         self
     }
 
+    /// Retry policies per method, and the throttle, from a service config (module `retry`;
+    /// [`ServiceConfig::from_json`] reads grpc's JSON form). Without one, only the calls a
+    /// server never processed are sent again (transparent retries).
+    pub fn service_config(mut self, config: ServiceConfig) -> BalancedBuilder {
+        self.retry = Some(Arc::new(config));
+        self
+    }
+
+    /// The bytes of request messages a call keeps so that it can be sent again (default
+    /// 256 KiB); a call that sends more is not retried.
+    pub fn retry_buffer(mut self, bytes: usize) -> BalancedBuilder {
+        self.retry_buffer = bytes;
+        self
+    }
+
     /// Builds the channel. A fixed list (`ipv4:`, `ipv6:`, `unix:`) starts connecting to every
     /// server (`round_robin`) or the first (`pick_first`) now; a `dns` name starts its
     /// resolver's fiber on the endpoint's runtime. Errors: a template endpoint
@@ -178,28 +199,22 @@ impl BalancedBuilder {
             )
         })?;
         let waiters = Arc::new(Waiters::default());
+        let (retry, buffer) = (self.retry, self.retry_buffer);
+        let balanced = |children, waiters, resolution| {
+            Arc::new(Balanced::new(children, waiters, self.policy, resolution).with_retries(retry, buffer))
+        };
         let (host, port) = match self.target {
             TargetName::Dns { host, port } => (host, port),
             TargetName::Addrs(addrs) => {
                 let children = children_for(&addrs, &[], &template, self.policy, &waiters)?;
-                return Ok(BalancedChannel::from_shared(Arc::new(Balanced::new(
-                    children,
-                    waiters,
-                    self.policy,
-                    None,
-                ))));
+                return Ok(BalancedChannel::from_shared(balanced(children, waiters, None)));
             }
             TargetName::Unix(path) => {
                 template.target = Target::Unix(path);
                 let child = template.connect_lazy()?;
                 child.connect_now()?;
                 let children = vec![Child::new(None, child, &waiters)];
-                return Ok(BalancedChannel::from_shared(Arc::new(Balanced::new(
-                    children,
-                    waiters,
-                    self.policy,
-                    None,
-                ))));
+                return Ok(BalancedChannel::from_shared(balanced(children, waiters, None)));
             }
         };
         let handle = template.handle.clone().or_else(spindle::Handle::current).ok_or_else(|| {
@@ -211,7 +226,7 @@ impl BalancedBuilder {
             poke: Notify::new(),
             closed: AtomicBool::new(false),
         });
-        let balanced = Arc::new(Balanced::new(Vec::new(), waiters, self.policy, Some(resolution.clone())));
+        let balanced = balanced(Vec::new(), waiters, Some(resolution.clone()));
         let fiber = Refresh {
             balanced: Arc::downgrade(&balanced),
             resolution,

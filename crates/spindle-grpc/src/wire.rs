@@ -49,6 +49,24 @@ pub(crate) fn status_of(err: &hyper::Error) -> Status {
     Status::unknown(format!("HTTP/2: {err}"))
 }
 
+/// Whether a failed send means the server never processed the request: hyper gave it up
+/// unsent (`is_canceled`), or the server refused the stream before processing it
+/// (`REFUSED_STREAM`, which is also how the streams a GOAWAY leaves unprocessed end). Such a
+/// call may be retried transparently (gRPC's retry design).
+pub(crate) fn never_processed(err: &hyper::Error) -> bool {
+    if err.is_canceled() {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            return h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        source = e.source();
+    }
+    false
+}
+
 fn status_of_h2(err: &h2::Error) -> Status {
     if err.is_io() {
         return Status::unavailable(format!("the connection failed: {err}"));
