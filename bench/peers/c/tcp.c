@@ -10,8 +10,8 @@
  *
  * Usage: tcp [--quick] [--case NAME]
  *
- * Two knobs for experiments, off in the tournament (docs/ARCHITECTURE.md, "What tcp
- * pingpong costs against the floor"): they give the floor the shape of a runtime's process.
+ * Two knobs for experiments, off in the tournament (docs/perf/tcp.md, "What tcp pingpong
+ * costs against the floor"): they give the floor the shape of a runtime's process.
  *   TCP_FLOOR_IDLE_THREAD=1  start one idle thread first: the process is multi-threaded, so
  *                            glibc brackets each socket call for cancellation and the kernel
  *                            counts file references (a runtime always has worker threads)

@@ -373,7 +373,7 @@ impl Builder {
         if config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
             // Only when it differs: with a limit set, hyper fills its header arrays element by
             // element for every request (`smallvec![uninit; n]`); at its default it uses an
-            // uninitialised inline array (measured: ~300 ns less per pipelined request).
+            // uninitialised inline array, which is cheaper per request.
             http.max_headers(config.max_headers);
         }
         Shared { handler, http, http2, shutdown: ShutdownState::default(), active: Arc::default(), config }

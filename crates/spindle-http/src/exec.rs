@@ -6,16 +6,15 @@
 //!   one worker, where no other worker could take a stream, and with no other task queued,
 //!   its first poll happens at once inside the connection's poll (eager): a handler that
 //!   answers at once has its response queued while the connection is still being polled,
-//!   which writes it in the same pass instead of being woken for it (h2c hello, callgrind:
-//!   31,277 -> 30,550 instructions a request).
+//!   which writes it in the same pass instead of being woken for it (`docs/perf/http.md`,
+//!   "HTTP/2: eager first polls").
 //! - **Batched streams and connections.** Stream tasks, like the connection tasks
 //!   (`accept`), are batched (`spindle::task::Builder::batched`): their wake-ups go to the
 //!   back of the worker's queue, not the LIFO slot. Under load (many connections ready at
 //!   once) the worker then runs its queue in phases (the connections' polls, then the
 //!   streams', then the connections' again) instead of each request's whole path in turn,
-//!   and each phase's code stays in the instruction cache: h2c hello at 64 connections,
-//!   1,855 L1i misses a request with the LIFO slot and eager first polls, 1,583 batched
-//!   (cachegrind), and ~20% less CPU a request (docs/ARCHITECTURE.md, "HTTP/2").
+//!   and each phase's code stays in the instruction cache (`docs/decisions/008-batched-tasks.md`;
+//!   figures in `docs/perf/scheduler.md`, "Batched tasks").
 //! - [`LocalExec`] (the client): a task pinned to the current worker. Invariant: **a client
 //!   connection and its streams share one worker.** The client's connection future is a
 //!   pinned task (`spawn_local`), and hyper calls the executor from it, so its stream futures

@@ -55,9 +55,9 @@
 //! call inside the bridged future, and hand plain data back. Code that spindle covers (sockets,
 //! timers, HTTP through spindle-http, gRPC through spindle-grpc) should stay on spindle: every
 //! bridged call costs two cross-thread hand-offs (the spawn wakes the helper thread, the
-//! completion wakes the waiting fiber or task): an empty bridged future costs about 6 µs from
-//! a fiber and 7 µs from a task, measured on a shared 2-core machine (release build), against
-//! the network round trip it usually wraps. All bridged work shares the one helper thread (a
+//! completion wakes the waiting fiber or task), small against the network round trip it
+//! usually wraps but far above a spindle call (figures: `docs/perf/tokio-compat.md`).
+//! All bridged work shares the one helper thread (a
 //! [`TokioBridge`] of your own gives a crate its own thread).
 //!
 //! # Invariants

@@ -12,12 +12,10 @@
 //! line (`CLASS_BYTES`), its alignment kept. Closures of different types and near sizes
 //! then share blocks: a burst of one kind of fiber leaves blocks that the next burst of
 //! another kind takes, where exact layouts sent the second burst to the allocator's fresh
-//! heap (a page fault per ~9 blocks) while the first burst's blocks sat in the cache (the
-//! fibers suite's warm case after its alloc case: 690 page faults in its first round, 0.272 µs
-//! a fiber against ~0.09 in the next rounds; by class, no fault and 0.161: medians of 18
-//! interleaved runs). The cost is the rounding, at most 63 bytes a block (~24 on average
-//! beyond glibc's own 16-byte one), and ~17 instructions a spawn where the freed cell's
-//! layout is read from its vtable (`scripts/spawn_instructions.sh` 1,130 -> 1,147).
+//! heap (a page fault per ~9 blocks) while the first burst's blocks sat in the cache
+//! (`docs/perf/stacks.md`, "The control block cache"). The cost is the rounding, at most 63
+//! bytes a block, and a few instructions a spawn where the freed cell's layout is read from
+//! its vtable.
 //!
 //! # Invariants
 //!

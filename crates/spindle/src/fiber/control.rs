@@ -74,7 +74,7 @@ pub(crate) struct Header {
     /// The span the fiber's body runs in (feature `tracing`, module `fiber::context`): set
     /// by the spawner before publication, taken by the first run (owner-only). Boxed: a
     /// `Span` inline made the header too large for the spawn to write it in place (it was
-    /// built aside and copied with `memcpy`, ~30 ns a spawn), and most fibers have none.
+    /// built aside and copied with `memcpy` at every spawn), and most fibers have none.
     #[cfg(feature = "tracing")]
     pub(crate) span: Cell<Option<Box<tracing::Span>>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).

@@ -203,7 +203,7 @@ impl Builder {
     /// reference, which the caller wraps in the `JoinHandle` once the fiber is placed: a handle
     /// built before the call that places the fiber was kept in a temporary across it, and
     /// copying it out after the call read a half-written word (a store-to-load forwarding
-    /// stall, about 4 ns a spawn).
+    /// stall on every spawn).
     #[inline]
     #[track_caller]
     pub(crate) fn build<F, T>(
@@ -274,7 +274,7 @@ impl Builder {
         if let Some(worker) = worker {
             // Straight into the header: a stack returned by value and then moved in was
             // copied through temporaries whose reloads stalled on the stores they only partly
-            // overlapped (store-to-load forwarding fails then), about 4 ns a spawn. On an
+            // overlapped (store-to-load forwarding fails then), on every spawn. On an
             // error the unfilled block is given back (`Building`'s drop).
             worker.alloc_stack_into(stack_size, &building.header().stack)?;
         }

@@ -45,8 +45,8 @@
 //! system calls per chunk (`mmap`, then `pidfd_open` and the two `process_madvise` through
 //! that one pidfd) instead of an `mmap`, a `madvise` and a page-fault trap per stack, and a
 //! lone start (`batch` 1) pre-faults nothing: its one page faults in on first use. The kernel's work per stack stays: a fresh stack
-//! costs one zeroed page, its guard marker and an eighth of a page table (256 KiB stacks), about
-//! 2.3 us on the development VM (docs/ARCHITECTURE.md, "What a fresh stack costs").
+//! costs one zeroed page, its guard marker and an eighth of a page table (256 KiB stacks): the
+//! largest part of a fresh fiber's cost (`docs/perf/stacks.md`, "What a fresh stack costs").
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -165,8 +165,8 @@ impl StackPool {
     ///
     /// The stack moves from `from` into the hot slot in one exchange: taken out and put back,
     /// it was copied through a temporary with mismatched widths, and the reloads waited for
-    /// the stores they only partly overlapped (store-to-load forwarding fails then), about
-    /// 5 ns per fiber.
+    /// the stores they only partly overlapped (store-to-load forwarding fails then), on every
+    /// fiber.
     #[inline]
     pub(crate) fn put_from(&mut self, from: &Cell<Option<Stack>>) {
         // SAFETY: `Cell` hands out no references, and none into `from` is alive: reading its
@@ -241,8 +241,8 @@ impl StackPool {
     /// last look (the bottom `low` of each list), beyond the `keep_warm` most recent. Giving
     /// back every free stack's pages instead made a worker that runs the same 10,000 fibers
     /// again and again fault all their pages in again once per `max_cached + RELEASE_BATCH`
-    /// releases (the fibers suite's warm case, 10 rounds in one process: 0.28-0.31 us a
-    /// fiber, but 0.82-0.90 and 1.92-2.09 in the two rounds after such a look).
+    /// releases, several times the cost of a warm round in the rounds after such a look
+    /// (`docs/perf/stacks.md`, "Releasing stacks").
     fn release_unused_pages(&mut self) {
         self.release_pages_below(|list| list.low);
     }

@@ -46,8 +46,7 @@
 //!   wake-ups use: the fibers queued before it run first, so a fiber that joins many in turn
 //!   (`join_all`, a scatter-gather) runs once per pass and finds several finished, instead
 //!   of running after each completion only to park again on the next handle (two switches a
-//!   join: 10 rounds of 10,000 fibers that yield once and are joined in order, 0.30-0.35 ->
-//!   0.23-0.26 µs a fiber). tokio's current-thread scheduler queues every wake-up this way.
+//!   join; `docs/perf/scheduler.md`). tokio's current-thread scheduler queues every wake-up this way.
 //!   The price: a single join under load waits for the queue to pass once more.
 
 use std::sync::atomic::Ordering;

@@ -103,7 +103,7 @@ impl HomeFiber {
 impl Waiter {
     /// The caller: the running fiber if there is one, else the current thread. Inlined: a
     /// waiter returned through memory was copied into the join word's slot with loads that
-    /// spanned two of its stores, which stalls (store-to-load forwarding fails), ~5 ns a join.
+    /// spanned two of its stores, which stalls (store-to-load forwarding fails) on every join.
     #[inline(always)]
     pub(crate) fn current() -> Waiter {
         match worker::current().and_then(|w| w.current_fiber()) {

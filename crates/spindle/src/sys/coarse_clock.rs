@@ -1,6 +1,7 @@
 //! The coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`): the time of the last kernel tick,
-//! read from the vDSO without touching the TSC (~4 ns here against ~17 ns for
-//! `CLOCK_MONOTONIC`, `Instant::now`'s clock). Good for what only sums or compares long
+//! read from the vDSO without touching the TSC, several times cheaper than
+//! `CLOCK_MONOTONIC`, `Instant::now`'s clock (`docs/perf/tcp.md`, "Clock reads").
+//! Good for what only sums or compares long
 //! spans (a worker's sleep statistics, its 200 ms trim of idle caches): a span measured with
 //! it is off by up to one tick either way, and unbiased on average. Never for timers.
 

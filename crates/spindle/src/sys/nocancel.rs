@@ -4,10 +4,9 @@
 //! All of them are POSIX cancellation points. In a
 //! process with more than one thread (a spindle process always has some) glibc brackets each
 //! call with `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`: two locked
-//! compare-exchanges on the thread's cancel state. Measured on this machine (a C loop of
-//! `recv` on an empty non-blocking socket, 2 million calls): 128 ns a call single-threaded,
-//! 157 ns with a second thread alive, 137 ns through `syscall(2)`, which is no cancellation
-//! point. spindle never uses `pthread_cancel` (a cancelled worker thread would strand its
+//! compare-exchanges on the thread's cancel state, a measurable part of a short call
+//! (`docs/perf/tcp.md`; `syscall(2)` is no cancellation point). spindle never uses
+//! `pthread_cancel` (a cancelled worker thread would strand its
 //! fibers), so the wrappers buy nothing here; these functions make the same calls through
 //! `libc::syscall`.
 //!

@@ -21,10 +21,10 @@
 //!   (changing the rounding mode, the exception masks or the denormal modes is undefined
 //!   behaviour: `core::arch::x86_64::_mm_setcsr`), and a switch is only ever reached from Rust
 //!   code, so both contexts of every switch already hold the same, default, words. Saving
-//!   them anyway (`stmxcsr`, ~5 ns here, and a reload when they differed) cost about 12% of a
-//!   spawn + 2 switches + join. Go's scheduler does not save them either. Debug builds check
-//!   the rule at every switch ([`check_float_env`]): words left changed are reset to the
-//!   defaults and reported.
+//!   them anyway (`stmxcsr`, and a reload when they differed) was the largest single cost of
+//!   a switch (`docs/perf/context-switch.md`, `docs/decisions/001-control-words-not-saved.md`).
+//!   Go's scheduler does not save them either. Debug builds check the rule at every switch
+//!   ([`check_float_env`]): words left changed are reset to the defaults and reported.
 //!
 //! Layout of a suspended context, as `switch` leaves it (addresses grow upwards):
 //!

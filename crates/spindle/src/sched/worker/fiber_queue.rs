@@ -257,8 +257,8 @@ pub(crate) fn hand_off_held(rt: &crate::sched::RuntimeShared, held: &super::Work
 }
 
 /// The run queue length from which `prefetch_front` prefetches: below it, the queued fibers'
-/// headers and stack lines stay in cache between their runs, and the prefetches cost ~2 ns a
-/// switch (criterion `pingpong/yield_handoff`, 18.7 -> 21.1 ns, without this threshold).
+/// headers and stack lines stay in cache between their runs, and the prefetches would only
+/// add to every switch (`docs/perf/context-switch.md`, the yield hand-off).
 const PREFETCH_MIN_QUEUE: usize = 16;
 
 /// A hint to load the cache line at `at`; never faults, whatever the address.

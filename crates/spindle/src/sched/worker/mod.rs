@@ -132,8 +132,9 @@
 //!   then every stream's, ...), each phase's code staying in the instruction cache across
 //!   the connections, where the LIFO slot (and the streams' eager first polls) ran each
 //!   request's whole path (for HTTP/2, hyper's and h2's ~30,000 instructions over more code
-//!   than the 32 KiB L1 instruction cache holds) once per request (docs/ARCHITECTURE.md, "HTTP/2"). Other tasks keep the slot: a
-//!   message's receiver behind 16 busy tasks answers 3x sooner with it.
+//!   than the 32 KiB L1 instruction cache holds) once per request (`docs/perf/scheduler.md`,
+//!   "Batched tasks"). Other tasks keep the slot: a message's receiver behind busy tasks
+//!   answers sooner with it.
 
 mod cancel;
 mod coop;

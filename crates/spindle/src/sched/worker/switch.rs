@@ -435,7 +435,7 @@ impl Worker {
     /// switch into `fiber_entry`: the last switch of a fiber then happens with no call of its
     /// own outstanding, so the context it resumes finds its own return addresses on the
     /// CPU's return stack buffer (module `fiber::arch::x86_64`, `trampoline`): each pending
-    /// call left there mispredicted one `ret` of that context, about 6 ns each here.
+    /// call left there mispredicted one `ret` of that context.
     #[inline(always)]
     fn finish(&self) -> ! {
         context::discard();

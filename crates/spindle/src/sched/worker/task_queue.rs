@@ -25,10 +25,8 @@ use crate::sched::task_ref::TaskRef;
 /// and with the shared task reactor an idle worker receives new events itself (module
 /// `reactor::shared_io`), while an idle worker that saw another awake looks for work to
 /// steal every `READ_FOR_OWNER_AFTER` (500 µs) anyway: only a backlog of about that much
-/// work is worth a wake-up. Measured on the http suite's hello_2w (wrk on the same 2 CPUs,
-/// quiet machine): above 4, 103-105k req/s, p99 2.4-2.5 ms; above 16, 100-115k, 2.0-2.8 ms;
-/// above 32, 113-117k, 1.3-2.6 ms; above 64, 104-130k, 0.77-1.09 ms at 7.6 µs of CPU per
-/// request; tokio-hyper 101-116k, 1.16-1.62 ms, 7.9-8.6 µs in the same runs.
+/// work is worth a wake-up. Lower thresholds raised hello_2w's p99 (`docs/perf/http.md`,
+/// "The shared task reactor").
 const SHARE_ABOVE: usize = 64;
 
 /// A worker with local tasks takes one from the task injector every this many polls.
