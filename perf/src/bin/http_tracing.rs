@@ -54,7 +54,8 @@ fn main() {
         .header_read_timeout(None)
         .serve(std::net::SocketAddr::from(([127, 0, 0, 1], port)), |_req: http::Request<Body>| {
             let mut res = http::Response::new(Body::from(Bytes::from_static(BODY)));
-            res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+            res.headers_mut()
+                .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
             res
         })
         .expect("spindle-http server");
