@@ -3,15 +3,16 @@
 //! either, chosen by URI ([`AnyChannel`]).
 //!
 //! A [`Channel`] holds tonic-generated servers (any `Service<http::Request<tonic::body::Body>>`
-//! with a [`NamedService`] name) and is itself the transport of tonic-generated clients
-//! ([`tonic::client::GrpcService`]): `FooClient::new(channel)`. There are no sockets and no
-//! HTTP/2: a call hands the client's `http::Request` (headers and the body of encoded
-//! messages) to the server, and the server's `http::Response` (headers, message frames,
-//! trailers) back. Serve the same channel over the network with [`Server`], and call it from
-//! elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same client code runs
-//! in process and remote, with no tokio runtime (the crate README has the network semantics).
-//! With the feature `tls`, both sides speak TLS (`Server::tls`, `https://` endpoints trusting
-//! the system's root certificates or those of `Endpoint::tls`), mutual TLS included.
+//! with a [`NamedService`](tonic::server::NamedService) name) and is itself the transport of
+//! tonic-generated clients ([`tonic::client::GrpcService`]): `FooClient::new(channel)`. There
+//! are no sockets and no HTTP/2: a call hands the client's `http::Request` (headers and the
+//! body of encoded messages) to the server, and the server's `http::Response` (headers,
+//! message frames, trailers) back. Serve the same channel over the network with [`Server`],
+//! and call it from elsewhere through a [`RemoteChannel`] ([`Endpoint::connect`]): the same
+//! client code runs in process and remote, with no tokio runtime (the crate README has the
+//! network semantics). With the feature `tls`, both sides speak TLS (`Server::tls`, `https://`
+//! endpoints trusting the system's root certificates or those of `Endpoint::tls`), mutual TLS
+//! included.
 //!
 //! ```
 //! use spindle_grpc::Channel;
