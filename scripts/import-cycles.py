@@ -3,10 +3,13 @@
 
 A file imports another when it names an item of that file's module through a path:
 `use crate::a::b::{c, d}`, `crate::a::b::f()` in code, `super::x`, `self::x` (relative
-to the file's module). `mod child;` declarations are not imports; a parent's
-`pub use child::X` is. Each path resolves to the longest prefix that is a file of the
-crate. The strongly connected components of that graph with more than one file are
-the circles; each is printed with the edges that close it.
+to the file's module), and `child::x` (a path, in a `use` or in code, whose first
+segment is a child module of the file's module: Rust 2018's relative paths). `mod
+child;` declarations are not imports; a parent's `pub use child::X` is. Inside an
+inline `mod tests { ... }`, `super::` names the file's module. Each path resolves to
+the longest prefix that is a file of the crate. The strongly connected components of
+that graph with more than one file are the circles; each is printed with the edges
+that close it.
 
     python3 scripts/import-cycles.py crates/spindle-http/src [crates/spindle-grpc/src ...]
     python3 scripts/import-cycles.py --allow fiber,sched crates/spindle/src
@@ -20,8 +23,10 @@ import os
 import re
 import sys
 
-USE_RE = re.compile(r"\buse\s+((?:crate|super|self)(?:::[^;]*)?);", re.S)
-PATH_RE = re.compile(r"\b((?:crate|super|self)(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)")
+USE_RE = re.compile(r"\buse\s+([A-Za-z_][A-Za-z0-9_]*(?:::[^;]*)?);", re.S)
+# A path not preceded by `::` or an identifier character: `crate::x`, `super::x`, `child::x`.
+PATH_RE = re.compile(r"(?<![\w:])([A-Za-z_][A-Za-z0-9_]*(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)")
+INLINE_MOD_RE = re.compile(r"\bmod\s+([A-Za-z_][A-Za-z0-9_]*)\s*\{")
 COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
 
@@ -92,6 +97,9 @@ def resolve(path, here, mods):
                     return None
                 base.pop()
             segs = segs[1:]
+    elif tuple(here) + (segs[0],) in mods:
+        # A child module of `here`, named without `self::` (Rust 2018 paths).
+        base = list(here)
     else:
         return None
     full = base + segs
@@ -99,6 +107,26 @@ def resolve(path, here, mods):
         if tuple(full[:n]) in mods:
             return tuple(full[:n])
     return None
+
+
+def inline_mods(text):
+    """The inline `mod name { ... }` blocks of a file: (start, end, name) spans."""
+    spans = []
+    for m in INLINE_MOD_RE.finditer(text):
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            depth += text[i] == "{"
+            depth -= text[i] == "}"
+            if depth == 0:
+                break
+            i += 1
+        spans.append((m.end(), i, m.group(1)))
+    return spans
+
+
+def inline_path(spans, pos):
+    """The inline modules (outermost first) that enclose position `pos`."""
+    return tuple(name for start, end, name in spans if start <= pos < end)
 
 
 def graph(src):
@@ -110,12 +138,19 @@ def graph(src):
         text = STRING_RE.sub('""', text)
         # `#[cfg(test)] mod tests { ... }` inside a file is the file's own: its `super::`
         # names the file's module, as `self::` does outside it.
-        paths = []
+        inline = inline_mods(text)
+        paths, uses = [], []
         for m in USE_RE.finditer(text):
-            paths.extend(expand_use(m.group(1)))
-        paths.extend(m.group(1) for m in PATH_RE.finditer(text))
-        for p in paths:
-            target = resolve(p, mod, mods)
+            here = mod + inline_path(inline, m.start())
+            paths.extend((p, here) for p in expand_use(m.group(1)))
+            uses.append((m.start(), m.end()))
+        for m in PATH_RE.finditer(text):
+            # A path inside a use tree (`use crate::a::{b::c}`) is the use's, expanded above.
+            if any(start <= m.start() < end for start, end in uses):
+                continue
+            paths.append((m.group(1), mod + inline_path(inline, m.start())))
+        for p, here in paths:
+            target = resolve(p, here, mods)
             if target is None or target == mod:
                 continue
             edges[mod].setdefault(target, p)

@@ -13,7 +13,8 @@ use http_body::Frame;
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::{Channel, Endpoint, RemoteBody, RemoteChannel, RemoteFuture, ResponseBody, ResponseFuture};
+use crate::channel::{Channel, ResponseBody, ResponseFuture};
+use crate::client::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
 
 /// The transport of tonic-generated clients, in process or remote:
 ///

@@ -18,7 +18,7 @@
 //!   with `RESOURCE_EXHAUSTED`, naming the size, the limit and the setting that raises it.
 //! - **No oversized message, no clean end.** Whoever reads the other side never sees the oversized message nor a clean end: the
 //!   handler reading an oversized *request* gets no more frames (its request body stays
-//!   pending until the call, failed by the channel, drops it; module `call`); the client
+//!   pending until the call, failed by the channel, drops it; module `channel::call_state`); the client
 //!   reading an oversized *response* gets the failing status as trailers instead.
 //! - **A failed scanner is finished.** A scanner that found one message too large, or a second
 //!   message where one is allowed, is finished: the call fails, nothing more is scanned.
@@ -31,7 +31,7 @@
 //! size limit: the prefix of a second message is reported as [`Stop::Second`] and cut off
 //! like an oversized message, so the handler never sees it ("an oversized message never
 //! crosses" holds for it too); a body that ends with no message at all is reported by the
-//! request body (module `request`, [`Scanner::saw_nothing`]). Both end the call with
+//! request body (module `channel::request`, [`Scanner::saw_nothing`]). Both end the call with
 //! [`cardinality`]'s `INTERNAL`.
 //!
 //! # tonic's limits

@@ -8,36 +8,70 @@ use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::Frame;
 use hyper::body::Incoming;
 use tonic::Status;
 
+use spindle::net::{TcpStream, UnixStream};
+
+use super::admit;
+use super::layer::Routes;
+use super::serving::{ConnGuard, Shared};
 use super::trace::CallTrace;
-use super::{Conn, ConnGuard, Routes, Server, Shared};
+use crate::channel::{Channel, ResponseBody, ResponseFuture};
 use crate::signal::Waiter;
 use crate::wire::WireBody;
-use crate::{Channel, ResponseBody, ResponseFuture};
 
-pub(super) async fn serve_connection(server: Arc<Server>, shared: Arc<Shared>, conn: Conn, guard: ConnGuard) {
+/// An accepted connection.
+pub(super) enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// What each connection of a server is served with: where its requests go, the server's
+/// HTTP/2 settings and its TLS configuration (module `builder`'s `Server` sets them; one
+/// copy per `serve_*`, shared by its connections).
+pub(super) struct ConnSettings {
+    pub(super) target: Target,
+    pub(super) max_concurrent_streams: Option<u32>,
+    pub(super) keepalive_interval: Option<Duration>,
+    pub(super) keepalive_timeout: Duration,
+    pub(super) idle_timeout: Option<Duration>,
+    pub(super) max_header_list_size: u32,
+    pub(super) initial_stream_window: u32,
+    pub(super) initial_connection_window: u32,
+    pub(super) max_send_buf: usize,
+    pub(super) max_pending_accept_reset_streams: usize,
+    #[cfg(feature = "tls")]
+    pub(super) tls: Option<crate::tls::ServerTlsConfig>,
+}
+
+/// One connection's task: the TLS handshake if the server has TLS, then [`drive`].
+pub(super) async fn serve_connection(
+    settings: Arc<ConnSettings>,
+    shared: Arc<Shared>,
+    conn: Conn,
+    guard: ConnGuard,
+) {
     let _guard = guard;
     match conn {
         #[cfg(feature = "tls")]
-        Conn::Tcp(io) if server.tls.is_some() => {
-            let tls = server.tls.as_ref().expect("checked by the guard");
+        Conn::Tcp(io) if settings.tls.is_some() => {
+            let tls = settings.tls.as_ref().expect("checked by the guard");
             if let Some(io) = crate::tls::accept(tls, shared.signal.waiter(), io).await {
-                drive(&server, &shared, crate::tls::TlsIo(io)).await;
+                drive(&settings, &shared, crate::tls::TlsIo(io)).await;
             }
         }
-        Conn::Tcp(io) => drive(&server, &shared, io).await,
-        Conn::Unix(io) => drive(&server, &shared, io).await,
+        Conn::Tcp(io) => drive(&settings, &shared, io).await,
+        Conn::Unix(io) => drive(&settings, &shared, io).await,
     }
 }
 
-/// Drives one connection to its end (module docs: shutdown and idle invariants).
-async fn drive<I>(server: &Server, shared: &Arc<Shared>, io: I)
+/// Drives one connection to its end (module `server`: shutdown and idle invariants).
+async fn drive<I>(settings: &ConnSettings, shared: &Arc<Shared>, io: I)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -46,22 +80,23 @@ where
     // ("no limit"); capped, they are 35,000 years.
     builder
         .timer(spindle::hyper_rt::Timer)
-        .max_concurrent_streams(server.max_concurrent_streams)
-        .keep_alive_interval(server.keepalive_interval.map(|t| t.min(spindle::time::NEVER)))
-        .keep_alive_timeout(server.keepalive_timeout.min(spindle::time::NEVER))
-        .max_header_list_size(server.max_header_list_size)
-        .initial_stream_window_size(server.initial_stream_window)
-        .initial_connection_window_size(server.initial_connection_window)
-        .max_send_buf_size(server.max_send_buf)
-        .max_pending_accept_reset_streams(server.max_pending_accept_reset_streams)
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .keep_alive_interval(settings.keepalive_interval.map(|t| t.min(spindle::time::NEVER)))
+        .keep_alive_timeout(settings.keepalive_timeout.min(spindle::time::NEVER))
+        .max_header_list_size(settings.max_header_list_size)
+        .initial_stream_window_size(settings.initial_stream_window)
+        .initial_connection_window_size(settings.initial_connection_window)
+        .max_send_buf_size(settings.max_send_buf)
+        .max_pending_accept_reset_streams(settings.max_pending_accept_reset_streams)
         .auto_date_header(false);
     let activity = Arc::new(Activity::default());
-    let service = ConnService { target: server.target(), shared: shared.clone(), activity: activity.clone() };
+    let service =
+        ConnService { target: settings.target.clone(), shared: shared.clone(), activity: activity.clone() };
     let mut conn = pin!(builder.serve_connection(io, service));
     let mut shutdown: Waiter = shared.signal.waiter();
     let mut draining = false;
     let mut cut: Option<spindle::time::Sleep> = None;
-    let idle_timeout = server.idle_timeout;
+    let idle_timeout = settings.idle_timeout;
     let mut idle = idle_timeout.map(spindle::time::sleep_future);
     let mut idle_seen = activity.generation.load(Ordering::Relaxed);
     let result = poll_fn(|cx| {
@@ -146,7 +181,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
     type Future = ServedFuture;
 
     fn call(&self, request: http::Request<Incoming>) -> ServedFuture {
-        if let Some(refused) = crate::admit::check(&request) {
+        if let Some(refused) = admit::check(&request) {
             return ServedFuture { inner: Inner::Channel(refused), guard: None, trace: CallTrace::none() };
         }
         let guard = CallGuard::new(&self.shared, &self.activity);
@@ -163,7 +198,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
     }
 }
 
-/// Counts a call in [`ServerStats::calls`](super::ServerStats::calls) and its connection's
+/// Counts a call in [`ServerStats::calls`](crate::ServerStats::calls) and its connection's
 /// [`Activity`] while alive (a refused request has none).
 struct CallGuard {
     shared: Arc<Shared>,

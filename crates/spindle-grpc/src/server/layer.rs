@@ -1,5 +1,6 @@
-//! Server-wide tower layers ([`Server::layer`], as tonic's `Server::builder().layer()`): the
-//! channel seen as one tower service ([`Routes`]), wrapped by the layers in turn.
+//! Server-wide tower layers ([`Server::layer`](crate::Server::layer), as tonic's
+//! `Server::builder().layer()`): the channel seen as one tower service ([`Routes`]), wrapped
+//! by the layers in turn.
 //!
 //! A layer sees each call's request after the server has admitted it as gRPC (module `admit`)
 //! and before the channel routes it to a service; what it returns is sent as the response. Its
@@ -16,50 +17,29 @@ use tonic::Status;
 use tower::util::BoxCloneSyncService;
 use tower::ServiceExt;
 
-use super::Server;
-use crate::Channel;
+use crate::channel::Channel;
 
-/// The services of a server as one tower service: what a layer given to [`Server::layer`]
-/// wraps (tonic's `Routes` plays this part).
+/// The services of a server as one tower service: what a layer given to
+/// [`Server::layer`](crate::Server::layer) wraps (tonic's `Routes` plays this part).
 pub type Routes = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, Infallible>;
 
-impl Server {
-    /// Wraps every call the server serves in `layer` (a tower `Layer`: tower-http's
-    /// `TraceLayer`, a timeout, an authorization check, a metrics layer ...). Called more than
-    /// once, the later layer wraps the earlier ones, so the last given sees a request first.
-    /// Applies to the network server only; calls made in process on the channel do not go
-    /// through it.
-    ///
-    /// ```
-    /// # fn demo(channel: spindle_grpc::Channel) {
-    /// let server = spindle_grpc::Server::new(channel).layer(tower::util::MapRequestLayer::new(
-    ///     |mut request: http::Request<tonic::body::Body>| {
-    ///         request.headers_mut().insert("x-served-by", http::HeaderValue::from_static("spindle"));
-    ///         request
-    ///     },
-    /// ));
-    /// # drop(server);
-    /// # }
-    /// ```
-    pub fn layer<L, B>(mut self, layer: L) -> Server
-    where
-        L: tower_layer::Layer<Routes>,
-        L::Service: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        <L::Service as tower_service::Service<http::Request<Body>>>::Future: Send + 'static,
-        <L::Service as tower_service::Service<http::Request<Body>>>::Error:
-            Into<tonic::codegen::StdError> + Send + 'static,
-        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<tonic::codegen::StdError>,
-    {
-        let inner = self.routes.take().unwrap_or_else(|| channel_routes(self.channel.clone()));
-        self.routes =
-            Some(BoxCloneSyncService::new(Normalize { service: layer.layer(inner), not_ready: None }));
-        self
-    }
+/// `inner` (the channel's routes, or the layers given before) wrapped in `layer`, its body made
+/// a tonic body and its errors statuses ([`Normalize`]).
+pub(super) fn layered<L, B>(layer: L, inner: Routes) -> Routes
+where
+    L: tower_layer::Layer<Routes>,
+    L::Service: tower_service::Service<http::Request<Body>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as tower_service::Service<http::Request<Body>>>::Future: Send + 'static,
+    <L::Service as tower_service::Service<http::Request<Body>>>::Error:
+        Into<tonic::codegen::StdError> + Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
+{
+    BoxCloneSyncService::new(Normalize { service: layer.layer(inner), not_ready: None })
 }
 
 /// A layered service as [`Routes`]: its body made a tonic body, its error a status (a
@@ -108,6 +88,6 @@ where
 }
 
 /// The channel as [`Routes`].
-fn channel_routes(channel: Channel) -> Routes {
+pub(super) fn channel_routes(channel: Channel) -> Routes {
     BoxCloneSyncService::new(channel.map_response(|response| response.map(Body::new)))
 }

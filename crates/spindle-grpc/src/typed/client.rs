@@ -6,7 +6,7 @@
 //! interceptor, then (on the server's side, in [`Dispatch::call`](super::Dispatch::call)) the
 //! server's wrappers and the request's size, then the handler. From a worker the handler is
 //! created and driven right in the caller's call; from outside any worker the start itself
-//! moves to a pump task (module `pump`).
+//! (module `prepared`) moves to a pump task (module `pump`).
 //!
 //! # Invariants
 //!
@@ -19,26 +19,28 @@
 
 use std::any::Any;
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 use prost::Message;
 use tonic::codegen::tokio_stream::Stream;
 use tonic::codegen::GrpcMethod;
-use tonic::metadata::MetadataMap;
 use tonic::service::Interceptor;
-use tonic::{Extensions, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use super::driver::Driver;
+use super::entry::{Entry, Kind, Method};
+use super::prepared::Prepared;
+use super::pump;
+use super::response::poll_unary;
 use super::stream::Streaming;
 use super::upload::RequestStream;
-use super::{mismatch, pump, Call, Entry, Kind, Method};
-use crate::call::{deadline_of, panicked, CallState, End, LiveCall};
+use crate::channel::call_state::{CallState, LiveCall};
+use crate::channel::{no_runtime, Channel};
+use crate::either::AnyChannel;
 use crate::limit::{TypedLimits, TONIC_MAX_DECODING, TONIC_MAX_ENCODING};
-use crate::{AnyChannel, Channel};
+use crate::timeout::deadline_of;
 
 /// The typed path of a generated client: its route to a registered typed entry (if any), its
 /// interceptor and its own codec limits. The generated typed client holds one beside tonic's
@@ -270,7 +272,7 @@ impl Client {
                 let entry = route.entry.clone();
                 Begun::Outside(Box::new(Outside { prepared, entry, handle: handle.clone(), live }))
             }
-            None => Begun::Failed(crate::no_runtime()),
+            None => Begun::Failed(no_runtime()),
         }
     }
 }
@@ -281,34 +283,6 @@ fn intercept<X>(interceptor: &mut dyn DynInterceptor, request: Request<X>) -> Re
     let (metadata, extensions, ()) =
         interceptor.intercept(Request::from_parts(metadata, extensions, ()))?.into_parts();
     Ok(Request::from_parts(metadata, extensions, message))
-}
-
-/// A typed call ready for the server's side: its request taken apart, its limits and deadline
-/// known.
-pub(crate) struct Prepared<X> {
-    index: usize,
-    metadata: MetadataMap,
-    extensions: Extensions,
-    message: X,
-    pub(crate) limits: TypedLimits,
-    deadline: Option<Instant>,
-    upload: Option<Arc<CallState>>,
-}
-
-impl<X: Send + 'static> Prepared<X> {
-    /// Runs the server's side of the start (its wrappers, the size check, the trait method's
-    /// future) and gives the handler to a driver. Runs on the worker that drives the call.
-    pub(crate) fn dispatch(self, entry: &Entry, live: Option<LiveCall>) -> Result<Driver, Status> {
-        let mut slot = Some(self.message);
-        let call = Call::new(self.metadata, self.extensions, &mut slot, self.limits, self.upload.clone());
-        let handler = match catch_unwind(AssertUnwindSafe(|| entry.dispatch().call(self.index, call))) {
-            Ok(Ok(handler)) => handler,
-            Ok(Err(status)) => return Err(status),
-            Err(payload) => return Err(panicked(&*payload)),
-        };
-        let deadline = self.deadline.map(spindle::time::sleep_until_future);
-        Ok(Driver::new(handler, deadline, End::with_state(self.upload, live)))
-    }
 }
 
 /// A call as [`Client::begin`] left it.
@@ -325,29 +299,6 @@ struct Outside<X> {
     entry: Entry,
     handle: spindle::Handle,
     live: LiveCall,
-}
-
-/// Drives a unary response (unary and client-streaming methods) to its end: the message is
-/// checked against the response limits, the handler's trailers hook adds to the metadata
-/// (tonic merges a unary call's trailers into its response metadata).
-pub(crate) fn poll_unary<R: Message + 'static>(
-    driver: &mut Driver,
-    limits: &TypedLimits,
-    cx: &mut Context<'_>,
-) -> Poll<Result<Response<R>, Status>> {
-    let mut slot: Option<R> = None;
-    let mut head = ready!(driver.poll_head(cx, &mut slot))?;
-    let Some(message) = slot else {
-        driver.finish();
-        return Poll::Ready(Err(mismatch()));
-    };
-    if let Err(status) = limits.response(message.encoded_len()) {
-        driver.finish();
-        return Poll::Ready(Err(status));
-    }
-    driver.trailers(&mut head.metadata);
-    driver.finish();
-    Poll::Ready(Ok(Response::from_parts(head.metadata, message, head.extensions)))
 }
 
 /// The future of a typed call with a unary response.
@@ -444,7 +395,9 @@ impl<R: Message + 'static> Future for StreamFuture<R> {
                     Response::from_parts(head.metadata, Streaming::direct(driver, limits), head.extensions)
                 }))
             }
-            StreamInner::Pumped(client) => Pin::new(client).poll(cx),
+            StreamInner::Pumped(client) => {
+                Pin::new(client).poll(cx).map(|head| head.map(|response| response.map(Streaming::pumped)))
+            }
         }
     }
 }

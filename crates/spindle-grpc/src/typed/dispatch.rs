@@ -33,9 +33,9 @@ use tonic::metadata::MetadataMap;
 use tonic::service::Interceptor;
 use tonic::{Extensions, Request, Response, Status};
 
+use super::handler::{mismatch, put, BoxHandler, Handler, Head};
 use super::upload::{self, RequestStream};
-use super::{mismatch, put, BoxHandler, Handler, Head};
-use crate::call::CallState;
+use crate::channel::call_state::CallState;
 use crate::limit::TypedLimits;
 
 /// A typed call as the server's side sees it before its handler exists: the request's

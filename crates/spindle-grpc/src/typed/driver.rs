@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //!
-//! - **One status, then nothing** (module `call`'s "one status per call"): a status decided by the
+//! - **One status, then nothing** (module `channel::direct`'s "one status per call"): a status decided by the
 //!   channel (the deadline fired, the handler panicked, the request side failed) or the
 //!   handler's own error ends the call: the handler is dropped first, then the end guard is
 //!   marked ended, so a finished call is never reported as cancelled.
@@ -11,7 +11,8 @@
 //!   caller's, or a pump task's: module `pump`); the deadline is a spindle timer of that
 //!   worker, polled whenever the handler is pending.
 //! - **The request side's failure is seen after every poll of the handler** and, while the
-//!   handler is pending, the driver's waker is registered for it (module `call`'s "the request side failing ends the call").
+//!   handler is pending, the driver's waker is registered for it (module
+//!   `channel::call_state`'s "the request side failing ends the call").
 //! - **Panics stay in the call**: every call into the handler (its head, its stream, its
 //!   trailers hook) runs under `catch_unwind`; a panic ends the call with `INTERNAL`.
 
@@ -25,9 +26,10 @@ use spindle::time::Sleep;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
-use super::{BoxHandler, Head};
-use crate::call::{deadline_exceeded, panicked, End};
+use super::handler::{BoxHandler, Head};
+use crate::channel::call_state::End;
 use crate::limit;
+use crate::status::{deadline_exceeded, panicked};
 
 /// A typed call's handler with what the channel enforces around it (module doc).
 pub(crate) struct Driver {

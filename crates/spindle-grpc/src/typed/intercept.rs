@@ -16,7 +16,9 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::Status;
 
-use super::{BoxHandler, Call, Dispatch, Entry, Method, TypedService};
+use super::dispatch::Call;
+use super::entry::{Dispatch, Entry, Method, TypedService};
+use super::handler::BoxHandler;
 
 /// A typed server behind a tonic interceptor (module doc). A tower service (tonic's
 /// `InterceptedService` around the server) and a [`TypedService`].

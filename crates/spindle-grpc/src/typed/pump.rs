@@ -1,6 +1,6 @@
 //! Typed calls from outside any spindle worker: the call starts and runs in a *pump* task on
 //! the channel's runtime, and its results cross to the caller through a small bounded pipe of
-//! typed messages (the encoded path's module `pipe`, with messages instead of frames).
+//! typed messages (the encoded path's module `channel::pipe`, with messages instead of frames).
 //!
 //! The pump owns the call's [`Driver`] (the handler with its deadline and panic guard, all on
 //! the pump's worker): for a unary response it delivers the `Response<R>` or the status; for
@@ -29,13 +29,14 @@ use prost::Message;
 use tonic::metadata::MetadataMap;
 use tonic::{Response, Status};
 
-use super::client::{poll_unary, Prepared};
 use super::driver::Driver;
-use super::stream::{Direct, Streaming};
-use super::{Entry, Head};
-use crate::call::LiveCall;
+use super::entry::Entry;
+use super::handler::Head;
+use super::prepared::Prepared;
+use super::response::{poll_unary, DirectStream};
+use crate::channel::call_state::LiveCall;
+use crate::channel::pipe::{unavailable, BYTES, CAPACITY};
 use crate::limit::TypedLimits;
-use crate::pipe::{unavailable, BYTES, CAPACITY};
 
 struct State<R> {
     /// A unary response, until the client takes it.
@@ -142,7 +143,7 @@ enum Stage<X, R> {
     Start { prepared: Prepared<X>, entry: Entry, streaming: bool },
     Unary(Driver, TypedLimits),
     Head(Driver, TypedLimits),
-    Body(Direct<R>),
+    Body(DirectStream<R>),
     Done,
 }
 
@@ -196,7 +197,7 @@ impl<X: Send + 'static, R: Message + 'static> Future for Pump<X, R> {
                 Stage::Head(mut driver, limits) => match driver.poll_head(cx, &mut None::<R>) {
                     Poll::Ready(Ok(head)) => {
                         this.pipe.deliver(|st| st.head = Some(Ok(head)));
-                        this.stage = Stage::Body(Direct::new(driver, limits));
+                        this.stage = Stage::Body(DirectStream::new(driver, limits));
                     }
                     Poll::Ready(Err(status)) => return this.finish(|st| st.head = Some(Err(status))),
                     Poll::Pending => {
@@ -296,7 +297,8 @@ pub(crate) struct HeadClient<R> {
 }
 
 impl<R: Message + 'static> Future for HeadClient<R> {
-    type Output = Result<Response<Streaming<R>>, Status>;
+    /// The head, with the client's response stream (module `stream` makes it a `Streaming`).
+    type Output = Result<Response<StreamClient<R>>, Status>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let end = self.end.as_ref().expect("spindle-grpc typed call polled after completion");
@@ -305,7 +307,7 @@ impl<R: Message + 'static> Future for HeadClient<R> {
             Some(Ok(head)) => {
                 drop(st);
                 let end = self.end.take().expect("checked above");
-                let stream = Streaming::pumped(StreamClient { end, finished: false });
+                let stream = StreamClient { end, finished: false };
                 Poll::Ready(Ok(Response::from_parts(head.metadata, stream, head.extensions)))
             }
             Some(Err(status)) => Poll::Ready(Err(status)),

@@ -2,13 +2,9 @@
 //! (`message`, `trailers`, `Stream`) over the handler's stream pulled in the caller's call,
 //! over a pump's pipe, or over tonic's own `Streaming` on the encoded path.
 //!
-//! # Invariants
-//!
-//! - **Pulled one message at a time**: each `poll_next` polls the handler's stream for at
-//!   most one message (module `driver`), which then crosses by move.
-//! - **Each message is checked** against the response limits before it is handed over; one
-//!   above a limit ends the stream with the limit's status and drops the handler.
-//! - **An error is the last item**: after an error, or the end, the stream yields `None`.
+//! The stream driven in the caller's call, and its invariants (pulled one message at a time,
+//! each message checked, an error is the last item), are module `response`'s; a pump's
+//! stream (module `pump`) keeps the same.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,54 +15,9 @@ use tonic::metadata::MetadataMap;
 use tonic::Status;
 
 use super::driver::Driver;
-use super::{mismatch, pump};
+use super::pump::StreamClient;
+use super::response::DirectStream;
 use crate::limit::TypedLimits;
-
-/// A typed call's response stream, driven in the caller's call.
-pub(crate) struct Direct<R> {
-    driver: Driver,
-    limits: TypedLimits,
-    /// The trailing metadata, once the stream has ended without error.
-    trailers: Option<MetadataMap>,
-    _response: std::marker::PhantomData<fn() -> R>,
-}
-
-impl<R: Message + 'static> Direct<R> {
-    pub(crate) fn new(driver: Driver, limits: TypedLimits) -> Direct<R> {
-        Direct { driver, limits, trailers: None, _response: std::marker::PhantomData }
-    }
-
-    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<R, Status>>> {
-        if self.driver.is_finished() {
-            return Poll::Ready(None);
-        }
-        let mut slot: Option<R> = None;
-        let item = match std::task::ready!(self.driver.poll_next(cx, &mut slot)) {
-            Some(Ok(())) => match slot {
-                Some(message) => match self.limits.response(message.encoded_len()) {
-                    Ok(()) => return Poll::Ready(Some(Ok(message))),
-                    Err(status) => status,
-                },
-                None => mismatch(),
-            },
-            // The driver has ended the call.
-            Some(Err(status)) => return Poll::Ready(Some(Err(status))),
-            None => {
-                let mut trailers = MetadataMap::new();
-                self.driver.trailers(&mut trailers);
-                self.driver.finish();
-                self.trailers = Some(trailers);
-                return Poll::Ready(None);
-            }
-        };
-        self.driver.finish();
-        Poll::Ready(Some(Err(item)))
-    }
-
-    pub(crate) fn take_trailers(&mut self) -> Option<MetadataMap> {
-        self.trailers.take()
-    }
-}
 
 /// The response stream of a call made through a generated typed client: the handler's
 /// messages moved across on the typed path, tonic's decoded stream on the encoded path. The
@@ -76,17 +27,17 @@ pub struct Streaming<R> {
 }
 
 enum Inner<R> {
-    Direct(Direct<R>),
-    Pumped(pump::StreamClient<R>),
+    Direct(DirectStream<R>),
+    Pumped(StreamClient<R>),
     Encoded(tonic::Streaming<R>),
 }
 
 impl<R: Message + 'static> Streaming<R> {
     pub(crate) fn direct(driver: Driver, limits: TypedLimits) -> Streaming<R> {
-        Streaming { inner: Inner::Direct(Direct::new(driver, limits)) }
+        Streaming { inner: Inner::Direct(DirectStream::new(driver, limits)) }
     }
 
-    pub(crate) fn pumped(client: pump::StreamClient<R>) -> Streaming<R> {
+    pub(crate) fn pumped(client: StreamClient<R>) -> Streaming<R> {
         Streaming { inner: Inner::Pumped(client) }
     }
 

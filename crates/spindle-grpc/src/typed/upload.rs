@@ -32,8 +32,8 @@
 //!   at most one message per read: a slow handler bounds the client's writer (backpressure),
 //!   nothing is buffered but that one message (`Upload::ready`, pulled by the body and taken
 //!   by the decoder in the same read).
-//! - **A message above a limit never reaches the handler** (module `call`'s "the request side
-//!   failing ends the call"): it is recorded as the call's failure, which wakes the call's
+//! - **A message above a limit never reaches the handler** (module `channel::call_state`'s "the
+//!   request side failing ends the call"): it is recorded as the call's failure, which wakes the call's
 //!   driver, and the body stays pending once; a reader polling again gets the status as an
 //!   error, never a clean end.
 //! - **A cancelled upload fails.** Once the client side is dropped before the call ended
@@ -56,7 +56,7 @@ use tonic::codec::{BufferSettings, DecodeBuf, Decoder};
 use tonic::codegen::tokio_stream::Stream;
 use tonic::Status;
 
-use crate::call::CallState;
+use crate::channel::call_state::CallState;
 use crate::limit::TypedLimits;
 
 /// A client's request stream as it crosses to the server's side.

@@ -24,6 +24,8 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use super::provider::provider;
+
 /// The process's outcome of loading the system's roots (module docs, "once per process").
 static ROOTS: OnceLock<Result<Arc<rustls::RootCertStore>, String>> = OnceLock::new();
 
@@ -45,7 +47,7 @@ impl SystemRoots {
         if let Some(config) = self.config.get() {
             return Ok(config.clone());
         }
-        let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("TLS versions: {e}")))?
             .with_root_certificates(roots(deadline)?);

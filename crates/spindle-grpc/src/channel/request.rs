@@ -1,14 +1,14 @@
 //! The request body as the handler sees it ([`RequestBody`]): the client's body, checked on
 //! the way by the channel's request [`Scanner`] (module `limit`) and watched for the client's
-//! departure (module `call`'s [`CallState`]).
+//! departure (module `call_state`'s [`CallState`]).
 //!
 //! # Invariants
 //!
-//! - **Cancelled means the client left** (module `call`): once [`CallState::is_cancelled`],
+//! - **Cancelled means the client left** (module `call_state`): once [`CallState::is_cancelled`],
 //!   every poll fails with `CANCELLED`, never a clean end.
 //! - **A failure is reported once, then given forever.** A request message above the
 //!   channel's limit, a second message on a call that takes one, no message at all on such a
-//!   call, or the client's body failing is recorded once in [`CallState`] (module `call`'s
+//!   call, or the client's body failing is recorded once in [`CallState`] (module `call_state`'s
 //!   "the request side failing ends the call"); the poll that finds it is `Pending` (the
 //!   reader never sees the offending message, a truncated stream or a clean end), and every
 //!   later poll fails with the same status. The messages before the offending one, in the
@@ -29,7 +29,7 @@ use http_body::Frame;
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::call::CallState;
+use super::call_state::CallState;
 use crate::limit::{self, Direction, Scanner, Stop};
 
 /// The request body as the handler sees it (module docs).

@@ -1,43 +1,19 @@
-//! gRPC over TLS (feature `tls`): the server's and the client's TLS settings, the handshakes,
-//! and the TLS stream as hyper's I/O.
-//!
-//! rustls is driven through `futures-rustls` over spindle's `TcpStream` (which implements the
-//! futures-io traits), as spindle-http does: the handshake and every record are plain futures
-//! polled by the connection's task (the server) or the manager fiber (the client's
-//! handshake), so no TLS state machine is written here.
-//!
-//! # Invariants
-//!
-//! - **HTTP/2 by ALPN.** Both sides offer only `h2` unless the caller's own rustls
-//!   configuration says otherwise; a peer that agrees on another protocol is refused (gRPC is
-//!   HTTP/2 only). A peer that sends no ALPN at all is served HTTP/2, as grpc-go's server does.
-//! - **Bounded handshakes.** The server's handshake runs under
-//!   [`ServerTlsConfig::handshake_timeout`] and the server's shutdown: a client that never
-//!   finishes it is disconnected and its connection task ends. The client's runs within the
-//!   endpoint's connect timeout. A failed handshake ends the connection (server: a `debug`
-//!   log line; client: the attempt fails with the TLS error, the channel is `UNAVAILABLE`
-//!   with it and retries after its backoff).
-//! - **Bounded buffers.** rustls's plaintext send buffer keeps its default limit (64 KiB), so
-//!   a peer that stops reading stalls the connection exactly as on a plain socket, and
-//!   HTTP/2's flow control bounds the rest.
-//! - **The client's authorities** are given ([`ClientTlsConfig::from_ca_pem`]...), or the
-//!   system's ([`ClientTlsConfig::native_roots`], what an `https://` endpoint without
-//!   `Endpoint::tls` uses), loaded once per process off the workers (module `roots`).
+//! The TLS settings (feature `tls`): [`ServerTlsConfig`] for a server, [`ClientTlsConfig`]
+//! for an endpoint, from PEM, files, a rustls configuration, or (the client) the system's
+//! roots (module `roots`). Both offer only ALPN `h2` unless the caller's own rustls
+//! configuration says otherwise (module `tls`, "HTTP/2 by ALPN").
 
 use std::fmt;
-use std::future::{poll_fn, Future};
 use std::io;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use spindle::net::TcpStream;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::signal::Waiter;
+use super::provider::provider;
+use super::roots::SystemRoots;
 
 /// The TLS settings of a [`Server`](crate::Server): its certificate chain and key (or a whole
 /// rustls `ServerConfig`), optionally the authorities whose client certificates it requires
@@ -161,7 +137,7 @@ pub struct ClientTlsConfig {
 #[derive(Clone)]
 pub(crate) enum ClientRustls {
     Built(Arc<rustls::ClientConfig>),
-    System(Arc<crate::roots::SystemRoots>),
+    System(Arc<SystemRoots>),
 }
 
 impl ClientTlsConfig {
@@ -177,7 +153,7 @@ impl ClientTlsConfig {
     /// (`connect()` returns it, a lazy channel's calls fail `UNAVAILABLE` with it). Composes
     /// with [`ClientTlsConfig::domain_name`].
     pub fn native_roots() -> ClientTlsConfig {
-        let roots = crate::roots::SystemRoots::new(None);
+        let roots = SystemRoots::new(None);
         ClientTlsConfig { config: ClientRustls::System(Arc::new(roots)), domain: None }
     }
 
@@ -193,7 +169,7 @@ impl ClientTlsConfig {
         let identity = rustls::sign::CertifiedKey::from_der(certs, private_key(key)?, &provider())
             .map_err(|e| invalid(format!("client certificate and key refused: {e}")))?;
         let identity = Arc::new(rustls::sign::SingleCertAndKey::from(identity));
-        let roots = crate::roots::SystemRoots::new(Some(identity));
+        let roots = SystemRoots::new(Some(identity));
         Ok(ClientTlsConfig { config: ClientRustls::System(Arc::new(roots)), domain: None })
     }
 
@@ -274,8 +250,15 @@ impl fmt::Debug for ClientTlsConfig {
     }
 }
 
-pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+impl ClientTlsConfig {
+    /// The rustls configuration; with the system's roots, loaded first if the process has not
+    /// yet (module `roots`), waiting until `deadline` (run by the manager fiber).
+    pub(crate) fn rustls(&self, deadline: std::time::Instant) -> io::Result<Arc<rustls::ClientConfig>> {
+        match &self.config {
+            ClientRustls::Built(config) => Ok(config.clone()),
+            ClientRustls::System(roots) => roots.config(deadline),
+        }
+    }
 }
 
 fn invalid(message: String) -> io::Error {
@@ -307,134 +290,4 @@ fn roots(pem: &[u8], what: &str) -> io::Result<rustls::RootCertStore> {
         return Err(invalid(format!("no usable certificate in the {what} PEM")));
     }
     Ok(roots)
-}
-
-/// A server-side TLS stream over a spindle socket.
-pub(crate) type ServerStream = futures_rustls::server::TlsStream<TcpStream>;
-/// A client-side TLS stream over a spindle socket.
-pub(crate) type ClientStream = futures_rustls::client::TlsStream<TcpStream>;
-
-/// The server side of a connection's handshake, bounded by the handshake timeout and the
-/// server's shutdown (`shutdown`, "bounded handshakes"); `None` when it failed (logged).
-pub(crate) async fn accept(
-    config: &ServerTlsConfig,
-    mut shutdown: Waiter,
-    io: TcpStream,
-) -> Option<ServerStream> {
-    let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
-    // Boxed: rustls's connection state would otherwise be part of every connection task's.
-    let mut accept = Box::pin(futures_rustls::TlsAcceptor::from(config.config.clone()).accept(io));
-    let mut deadline = spindle::time::sleep_future(config.handshake_timeout.min(spindle::time::NEVER));
-    let result = poll_fn(|cx| {
-        if let Poll::Ready(result) = accept.as_mut().poll(cx) {
-            return Poll::Ready(
-                result.and_then(|stream| check_alpn(stream.get_ref().1.alpn_protocol()).map(|()| stream)),
-            );
-        }
-        if shutdown.poll(cx).is_ready() {
-            return Poll::Ready(Err(io::Error::other("server shutting down")));
-        }
-        if Pin::new(&mut deadline).poll(cx).is_ready() {
-            let why = format!("not finished within {:?}", config.handshake_timeout);
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
-        }
-        Poll::Pending
-    })
-    .await;
-    match result {
-        Ok(stream) => Some(stream),
-        Err(e) => {
-            log::debug!("spindle-grpc: TLS handshake with {peer} failed: {e}");
-            None
-        }
-    }
-}
-
-/// Refuses a connection whose ALPN agreed on something else than HTTP/2 ("HTTP/2 by ALPN").
-fn check_alpn(protocol: Option<&[u8]>) -> io::Result<()> {
-    match protocol {
-        None | Some(b"h2") => Ok(()),
-        Some(other) => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("the peer agreed on ALPN protocol {:?}, not h2", String::from_utf8_lossy(other)),
-        )),
-    }
-}
-
-impl ClientTlsConfig {
-    /// The rustls configuration; with the system's roots, loaded first if the process has not
-    /// yet (module `roots`), waiting until `deadline` (run by the manager fiber).
-    pub(crate) fn rustls(&self, deadline: std::time::Instant) -> io::Result<Arc<rustls::ClientConfig>> {
-        match &self.config {
-            ClientRustls::Built(config) => Ok(config.clone()),
-            ClientRustls::System(roots) => roots.config(deadline),
-        }
-    }
-}
-
-/// The client's handshake over a connected socket with `rustls` (`config`'s,
-/// [`ClientTlsConfig::rustls`]), within `left` (run by the manager fiber).
-pub(crate) fn connect(
-    config: &ClientTlsConfig,
-    rustls: Arc<rustls::ClientConfig>,
-    host: &str,
-    stream: TcpStream,
-    left: Duration,
-) -> io::Result<TlsIo<ClientStream>> {
-    let name = config.domain.as_deref().unwrap_or(host);
-    let name = ServerName::try_from(name.to_owned())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS server name {name:?}: {e}")))?;
-    let handshake = futures_rustls::TlsConnector::from(rustls).connect(name, stream);
-    let stream = match spindle::task::block_on(spindle::time::timeout(left, handshake)) {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}"))),
-        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
-    };
-    check_alpn(stream.get_ref().1.alpn_protocol())?;
-    Ok(TlsIo(stream))
-}
-
-/// A TLS stream as hyper's I/O (hyper's traits over futures-io's).
-pub(crate) struct TlsIo<S>(pub(crate) S);
-
-impl<S: futures_io::AsyncRead + Unpin> hyper::rt::Read for TlsIo<S> {
-    /// rustls copies plaintext out of its own buffer; `buf` is uninitialised memory, which
-    /// this crate (no `unsafe`) cannot hand out as `&mut [u8]`: through a stack buffer.
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let mut chunk = [0u8; 8192];
-        let want = buf.remaining().min(chunk.len());
-        let n = std::task::ready!(Pin::new(&mut self.0).poll_read(cx, &mut chunk[..want]))?;
-        buf.put_slice(&chunk[..n]);
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<S: futures_io::AsyncWrite + Unpin> hyper::rt::Write for TlsIo<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_close(cx)
-    }
 }

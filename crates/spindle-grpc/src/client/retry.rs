@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tonic::Code;
 
-use crate::client::lock;
+use crate::lock::lock;
 
 /// When and how a call is sent again (gRPC's `retryPolicy`).
 #[derive(Debug, Clone, PartialEq)]

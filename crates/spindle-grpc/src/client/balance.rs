@@ -2,7 +2,7 @@
 //! replicas of one service), round robin among those it is connected to, as tonic's
 //! `Channel::balance_list` and grpc-go's `round_robin` policy do.
 //!
-//! Each [`Endpoint`] becomes a *child*, a lazily-connecting [`RemoteChannel`] (module `client`)
+//! Each [`Endpoint`] becomes a *child*, a lazily-connecting [`RemoteChannel`] (module `remote_channel`)
 //! with its own connection, manager fiber and reconnection backoff; the balancer adds no
 //! connection logic of its own. It reads each child's state ([`Phase`]), takes stream permits
 //! from the children, and waits on their permit waiters. Clones share the children and the
@@ -34,7 +34,7 @@
 //!   `poll_ready`, which then takes no permit wait (as `RemoteChannel`'s).
 //! - **Never hang.** `poll_ready` is pending only while some child it could use is full. Before
 //!   it looks a second time, it registers with every child's permit waiters, which each child
-//!   wakes at every permit release and every change of its connection state (module `client`):
+//!   wakes at every permit release and every change of its connection state (module `shared`):
 //!   the release or the change that lets it through wakes it. A task is listed once however
 //!   often it polls before it is woken. A call waits only as a
 //!   `RemoteChannel` call does, on one child. When every child is down, calls fail at once.
@@ -90,22 +90,14 @@ use std::task::{Context, Poll, Wake, Waker};
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::client::lock;
-use crate::resolve::Resolution;
-use crate::retry::ServiceConfig;
-use crate::retry_call::{BalancedFuture, RetryCall, DEFAULT_RETRY_BUFFER};
-use crate::{Endpoint, RemoteBody, RemoteChannel, RemoteFuture};
-
-/// A child's connection state, as the balancer reads it (`RemoteChannel::phase`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Phase {
-    Connected,
-    Connecting,
-    /// No connection and no attempt: before the first call, or after a connection ended.
-    Idle,
-    /// The last attempt failed (its error); a retry is scheduled.
-    Down(String),
-}
+use super::call::{RemoteBody, RemoteFuture};
+use super::endpoint::Endpoint;
+use super::remote_channel::RemoteChannel;
+use super::resolution::Resolution;
+use super::retry::ServiceConfig;
+use super::retry_call::{Attempts, BalancedFuture, RetryCall, DEFAULT_RETRY_BUFFER};
+use super::state::Phase;
+use crate::lock::lock;
 
 /// A load-balanced transport of tonic-generated clients over several servers:
 /// `FooClient::new(balanced)`. Each call goes to the next connected server in round-robin
@@ -248,7 +240,7 @@ impl Balanced {
 
     /// One attempt of a call, on a child picked now (ignoring the permits, as a call made
     /// without `poll_ready`).
-    pub(crate) fn call_once(&self, request: http::Request<Body>) -> RemoteFuture {
+    fn call_once(&self, request: http::Request<Body>) -> RemoteFuture {
         match self.pick(true) {
             Pick::Child(mut child) => tower_service::Service::call(&mut child, request),
             Pick::Down(status) => RemoteFuture::ready(status),
@@ -405,6 +397,12 @@ impl Balanced {
                 child.channel.wake_on_change(Waker::from(child.relay.clone()));
             }
         }
+    }
+}
+
+impl Attempts for Balanced {
+    fn attempt(&self, request: http::Request<Body>) -> RemoteFuture {
+        self.call_once(request)
     }
 }
 

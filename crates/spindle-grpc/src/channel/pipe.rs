@@ -1,7 +1,7 @@
 //! Calls from outside any spindle worker: the handler runs in a *pump* task on the channel's
 //! runtime, and its response crosses to the caller through a small bounded pipe.
 //!
-//! The pump task owns a [`Direct`] call (module `call`: the handler with its deadline and
+//! The pump task owns a [`Direct`] call (module `direct`: the handler with its deadline and
 //! panic guard, all on the pump's worker) and copies the response head, then each frame, into
 //! the pipe; the caller's [`ClientFuture`] and [`ClientBody`] take them out.
 //!
@@ -17,7 +17,7 @@
 //!   the pump dropped before it finished (runtime shut down) sets `server_gone` and wakes
 //!   the client, which ends the call with `UNAVAILABLE` instead of waiting forever.
 //! - **One status per call.** A call ends with exactly one status for the client: the frames the pump forwarded end
-//!   with the handler's trailers (or the channel's status from `call`), or `server_gone`
+//!   with the handler's trailers (or the channel's status from `direct`), or `server_gone`
 //!   yields `UNAVAILABLE` once.
 
 use std::collections::VecDeque;
@@ -27,10 +27,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use http_body::{Body as _, Frame};
+use http_body::Frame;
 use tonic::Status;
 
-use crate::call::{status_trailers, BodyKind, Direct, ResponseBody};
+use super::call_state::LiveCall;
+use super::direct::{Direct, DirectBody};
+use crate::status::status_trailers;
 
 /// Frames the pipe holds before the pump stops polling the handler's body.
 pub const CAPACITY: usize = 16;
@@ -86,7 +88,8 @@ pub(crate) struct Pump {
 
 enum Stage {
     Head(Direct),
-    Body(ResponseBody),
+    /// The handler's body (`None`: the response had none).
+    Body(Option<DirectBody>),
     Done,
 }
 
@@ -128,7 +131,11 @@ impl Future for Pump {
                     this.stage = Stage::Body(body);
                 }
                 Stage::Body(body) => {
-                    let (frame, last) = match Pin::new(body).poll_frame(cx) {
+                    let polled = match body {
+                        Some(body) => body.poll_frame(cx),
+                        None => Poll::Ready(None),
+                    };
+                    let (frame, last) = match polled {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Some(Ok(frame))) => {
                             let last = frame.is_trailers();
@@ -175,7 +182,7 @@ impl Drop for Pump {
 /// The client's hold on the pipe: dropped before the call ended, it tells the pump.
 struct ClientEnd {
     pipe: Arc<Pipe>,
-    _end: crate::call::LiveCall,
+    _end: LiveCall,
 }
 
 impl Drop for ClientEnd {
@@ -195,7 +202,7 @@ pub(crate) struct ClientFuture {
 }
 
 impl ClientFuture {
-    pub(crate) fn new(pipe: Arc<Pipe>, live: crate::call::LiveCall) -> ClientFuture {
+    pub(crate) fn new(pipe: Arc<Pipe>, live: LiveCall) -> ClientFuture {
         ClientFuture { end: Some(ClientEnd { pipe, _end: live }) }
     }
 }
@@ -205,7 +212,8 @@ pub(crate) fn unavailable() -> Status {
 }
 
 impl Future for ClientFuture {
-    type Output = http::Response<ResponseBody>;
+    /// The response's head and body (`None`: the pump is gone, the status is in the head).
+    type Output = http::Response<Option<ClientBody>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let end = self.end.as_ref().expect("spindle-grpc ResponseFuture polled after completion");
@@ -213,7 +221,7 @@ impl Future for ClientFuture {
         if let Some(parts) = st.head.take() {
             drop(st);
             let end = self.end.take();
-            let body = ResponseBody { kind: BodyKind::Remote(ClientBody { end, done: false }) };
+            let body = Some(ClientBody { end, done: false });
             return Poll::Ready(http::Response::from_parts(parts, body));
         }
         if st.server_gone {

@@ -32,11 +32,16 @@ use http_body::Frame;
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-use crate::balance::Balanced;
-use crate::client::lock;
-use crate::remote_call::{encode_timeout, NotProcessed};
-use crate::retry::{RetryPolicy, ServiceConfig};
-use crate::{RemoteBody, RemoteFuture};
+use super::call::{deadline_exceeded, NotProcessed, RemoteBody, RemoteFuture};
+use super::retry::{RetryPolicy, ServiceConfig};
+use crate::lock::lock;
+use crate::timeout::{encode_timeout, parse_timeout_header};
+
+/// Where a call's attempts go: a server picked anew for each (the balancer).
+pub(crate) trait Attempts: Send + Sync {
+    /// Starts one attempt of a call.
+    fn attempt(&self, request: http::Request<Body>) -> RemoteFuture;
+}
 
 /// The most transparent retries of one call (module docs).
 pub const TRANSPARENT_RETRIES: u32 = 3;
@@ -128,7 +133,7 @@ enum Step {
 
 /// A call under a retry policy, or only transparent retries (module docs).
 pub(crate) struct RetryCall {
-    balanced: Arc<Balanced>,
+    balanced: Arc<dyn Attempts>,
     config: Option<Arc<ServiceConfig>>,
     policy: Option<RetryPolicy>,
     parts: http::request::Parts,
@@ -154,7 +159,7 @@ impl RetryCall {
     /// Starts the call: its first attempt goes through `first` (the server `poll_ready`
     /// reserved, or a pick), the next ones to servers picked anew.
     pub(crate) fn start(
-        balanced: Arc<Balanced>,
+        balanced: Arc<dyn Attempts>,
         config: Option<Arc<ServiceConfig>>,
         buffer: usize,
         request: http::Request<Body>,
@@ -162,7 +167,7 @@ impl RetryCall {
     ) -> BalancedFuture {
         let (parts, body) = request.into_parts();
         let policy = config.as_ref().and_then(|c| c.policy_for(parts.uri.path()).cloned());
-        let deadline = crate::call::parse_timeout_header(&parts.headers).map(spindle::time::deadline_after);
+        let deadline = parse_timeout_header(&parts.headers).map(spindle::time::deadline_after);
         let tee = Arc::new(Mutex::new(Tee {
             original: body,
             kept: Vec::new(),
@@ -188,12 +193,12 @@ impl RetryCall {
 
     /// Starts an attempt on a server picked now.
     fn attempt(
-        balanced: &Balanced,
+        balanced: &dyn Attempts,
         parts: &http::request::Parts,
         tee: &Arc<Mutex<Tee>>,
         time_left: Option<Duration>,
     ) -> RemoteFuture {
-        balanced.call_once(Self::attempt_request(parts, tee, time_left))
+        balanced.attempt(Self::attempt_request(parts, tee, time_left))
     }
 
     /// An attempt's request, its body replaying the kept messages.
@@ -229,7 +234,7 @@ impl RetryCall {
                         Err(status) => return Poll::Ready(status.into_http()),
                         Ok(left) => {
                             self.step =
-                                Step::Attempt(Self::attempt(&self.balanced, &self.parts, &self.tee, left));
+                                Step::Attempt(Self::attempt(&*self.balanced, &self.parts, &self.tee, left));
                             continue;
                         }
                     }
@@ -258,7 +263,7 @@ impl RetryCall {
                     Err(_) => return Poll::Ready(response),
                     Ok(left) => {
                         self.step =
-                            Step::Attempt(Self::attempt(&self.balanced, &self.parts, &self.tee, left));
+                            Step::Attempt(Self::attempt(&*self.balanced, &self.parts, &self.tee, left));
                         continue;
                     }
                 }
@@ -296,7 +301,7 @@ impl RetryCall {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(spindle::time::deadline_after(Duration::ZERO));
                 if left.is_zero() {
-                    Err(crate::remote_call::deadline_exceeded())
+                    Err(deadline_exceeded())
                 } else {
                     Ok(Some(left))
                 }

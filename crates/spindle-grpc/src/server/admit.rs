@@ -22,16 +22,15 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, StatusCode};
 use tonic::Status;
 
-use crate::call::{parse_timeout, FutureKind, GRPC_TIMEOUT};
-use crate::{ResponseBody, ResponseFuture};
+use crate::channel::{ResponseBody, ResponseFuture};
+use crate::timeout::{parse_timeout, GRPC_TIMEOUT};
 
 /// `application/grpc`, the content type of every gRPC request and response.
 const GRPC: &[u8] = b"application/grpc";
 
 /// The answer refusing `request` (module docs), ready, or `None` if it may start a call.
 pub(crate) fn check<B>(request: &http::Request<B>) -> Option<ResponseFuture> {
-    let response = Box::new(refusal(request)?.map(|()| ResponseBody::default()));
-    Some(ResponseFuture { kind: FutureKind::Ready(Some(response)) })
+    Some(ResponseFuture::ready(refusal(request)?.map(|()| ResponseBody::default())))
 }
 
 /// The response refusing `request` (module docs), or `None` if it may start a call.

@@ -1,44 +1,37 @@
 //! One remote call's life: the stream permit it holds, the request body that fails once the
 //! call is dropped (so hyper resets the stream), the local deadline, and the response future
-//! and body tonic sees. The channel that starts calls is in module `client`; the invariants
-//! (never hang, stream permits, a dropped call is cancelled, deadlines are local too) are in
-//! its doc.
+//! and body tonic sees. The channel that starts calls is in module `remote_channel`; the
+//! connection's invariants (never hang, a call waits for one connection, stream permits) are
+//! module `shared`'s.
+//!
+//! # Invariants
+//!
+//! - **A dropped call is cancelled.** Dropping the response future or body before the end
+//!   fails the request body hyper is still sending ([`OutBody`]), so the stream is reset
+//!   (never left half-open), and drops hyper's response, which resets it from this side.
+//! - **Deadlines are local too.** A call with a `grpc-timeout` (tonic's `Request::set_timeout`,
+//!   or the endpoint's default) ends with `DEADLINE_EXCEEDED` when it passes, whatever the
+//!   server does: a spindle timer when the call is polled on a worker, otherwise a timer task
+//!   on the channel's runtime ([`Deadline`]).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::Frame;
 use tonic::body::Body;
 use tonic::Status;
 
+use super::shared::Shared;
+use crate::lock::lock;
+use crate::status::status_trailers;
 use crate::wire::{never_processed, status_of, WireBody};
 
-use crate::client::{lock, Shared};
-
-/// A `grpc-timeout` value for `t`: at most 8 digits, in the finest unit that fits.
-pub(crate) fn encode_timeout(t: Duration) -> http::HeaderValue {
-    const MAX: u128 = 99_999_999;
-    let nanos = t.as_nanos();
-    let (n, unit) = if nanos <= MAX {
-        (nanos, "n")
-    } else if nanos / 1_000 <= MAX {
-        (nanos.div_ceil(1_000), "u")
-    } else if nanos / 1_000_000 <= MAX {
-        (nanos.div_ceil(1_000_000), "m")
-    } else if t.as_secs() as u128 <= MAX {
-        (t.as_secs() as u128, "S")
-    } else {
-        ((t.as_secs() / 3600).min(MAX as u64) as u128, "H")
-    };
-    http::HeaderValue::from_str(&format!("{n}{unit}")).expect("digits and a unit letter")
-}
-
-/// A permit of [`Shared::in_flight`] (module docs).
+/// A permit of [`Shared::in_flight`] (module `shared`, "stream permits").
 pub(crate) struct Permit(pub(crate) Arc<Shared>);
 
 impl Drop for Permit {
@@ -321,7 +314,7 @@ impl RemoteBody {
     fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.body = None;
         self.call = None;
-        Poll::Ready(Some(Ok(crate::call::status_trailers(status))))
+        Poll::Ready(Some(Ok(status_trailers(status))))
     }
 }
 

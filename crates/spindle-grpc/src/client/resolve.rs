@@ -23,58 +23,18 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use spindle::net::dns::Resolver;
-use spindle::sync::Notify;
 
-use crate::balance::{Balanced, Child, LoadBalancing, Waiters};
-use crate::client::lock;
-use crate::endpoint::Target;
-use crate::retry::ServiceConfig;
-use crate::retry_call::DEFAULT_RETRY_BUFFER;
-use crate::target::TargetName;
-use crate::{BalancedChannel, Endpoint, RemoteChannel};
-
-/// What the clones of a channel over a name share with its resolver's fiber.
-pub(crate) struct Resolution {
-    /// The name, as the calls' errors give it.
-    name: String,
-    /// The last lookup's outcome: `None` before the first ends; `Some(None)` after one that
-    /// found addresses, `Some(Some(error))` after one that did not.
-    outcome: Mutex<Option<Option<String>>>,
-    /// Asks the fiber to resolve again (or, closed, to end).
-    poke: Notify,
-    closed: AtomicBool,
-}
-
-impl Resolution {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// `None` before the first lookup ends; then why the channel has no address (the last
-    /// lookup's error; asked only while the channel has no child).
-    pub(crate) fn outcome(&self) -> Option<String> {
-        match &*lock(&self.outcome) {
-            None => None,
-            Some(None) => Some("no address".to_string()),
-            Some(Some(error)) => Some(error.clone()),
-        }
-    }
-
-    /// Asks for a new lookup (module docs, "Fresh, but not too often").
-    pub(crate) fn ask(&self) {
-        self.poke.notify_one();
-    }
-
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.poke.notify_one();
-    }
-}
+use super::balance::{Balanced, BalancedChannel, Child, LoadBalancing, Waiters};
+use super::endpoint::{Endpoint, Target};
+use super::remote_channel::RemoteChannel;
+use super::resolution::Resolution;
+use super::retry::ServiceConfig;
+use super::retry_call::DEFAULT_RETRY_BUFFER;
+use super::target::TargetName;
 
 /// The settings of a [`BalancedChannel`] over a gRPC target name: `BalancedChannel::builder`.
 #[derive(Clone)]
@@ -220,12 +180,7 @@ impl BalancedBuilder {
         let handle = template.handle.clone().or_else(spindle::Handle::current).ok_or_else(|| {
             io::Error::other("spindle-grpc: no runtime to resolve on: build the channel on a worker, or give its endpoint a handle")
         })?;
-        let resolution = Arc::new(Resolution {
-            name: authority,
-            outcome: Mutex::new(None),
-            poke: Notify::new(),
-            closed: AtomicBool::new(false),
-        });
+        let resolution = Arc::new(Resolution::new(authority));
         let balanced = balanced(Vec::new(), waiters, Some(resolution.clone()));
         let fiber = Refresh {
             balanced: Arc::downgrade(&balanced),
@@ -292,20 +247,20 @@ impl Refresh {
         loop {
             let looked_up = self.resolver.lookup(&self.host);
             let Some(balanced) = self.balanced.upgrade() else { return };
-            if self.resolution.closed.load(Ordering::Acquire) {
+            if self.resolution.is_closed() {
                 return;
             }
             self.apply(&balanced, looked_up);
             drop(balanced);
             let at = Instant::now();
             // Until the refresh, or a request no sooner than the minimum interval.
-            if self.resolution.poke.wait_deadline(at + self.refresh) {
+            if self.resolution.wait_deadline(at + self.refresh) {
                 let earliest = at + self.min_interval;
-                while Instant::now() < earliest && !self.resolution.closed.load(Ordering::Acquire) {
-                    self.resolution.poke.wait_deadline(earliest);
+                while Instant::now() < earliest && !self.resolution.is_closed() {
+                    self.resolution.wait_deadline(earliest);
                 }
             }
-            if self.resolution.closed.load(Ordering::Acquire) {
+            if self.resolution.is_closed() {
                 return;
             }
         }
@@ -329,7 +284,7 @@ impl Refresh {
                     ) {
                         Ok(children) => balanced.set_children(children),
                         // The runtime has shut down: nothing more to connect.
-                        Err(e) => log::debug!("spindle-grpc: {}: {e}", self.resolution.name),
+                        Err(e) => log::debug!("spindle-grpc: {}: {e}", self.resolution.name()),
                     }
                 }
                 None
@@ -338,9 +293,9 @@ impl Refresh {
             Err(e) => Some(e.to_string()),
         };
         if let Some(error) = &error {
-            log::debug!("spindle-grpc: resolving {}: {error}", self.resolution.name);
+            log::debug!("spindle-grpc: resolving {}: {error}", self.resolution.name());
         }
-        *lock(&self.resolution.outcome) = Some(error);
+        self.resolution.set_outcome(error);
         // A `poll_ready` waiting for the first answer picks again (and fails if it was an error).
         balanced.waiters().wake_all();
     }

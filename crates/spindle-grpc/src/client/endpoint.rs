@@ -1,6 +1,6 @@
 //! [`Endpoint`]: where and how a [`RemoteChannel`](crate::RemoteChannel) connects (the URI
 //! parsed into a target and an origin, and the connection's settings). Connecting is the
-//! channel's part (`Endpoint::connect`, `connect_lazy` in module `client`).
+//! channel's part (`Endpoint::connect`, `connect_lazy` in module `remote_channel`).
 
 use std::io;
 use std::time::Duration;

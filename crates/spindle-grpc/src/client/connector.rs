@@ -1,8 +1,8 @@
-//! The connection manager of a [`crate::RemoteChannel`]: one fiber per channel that connects
+//! The connection manager of a [`RemoteChannel`](crate::RemoteChannel): one fiber per channel that connects
 //! (TCP or Unix, then TLS for `https://`, then the HTTP/2 handshake), publishes the connection, runs hyper's
 //! dispatcher as a task until the connection ends, and reconnects. An `https://` attempt
 //! first takes its rustls configuration, which loads the system's roots on the blocking pool
-//! if the endpoint trusts them and the process has not loaded them yet (module `roots`).
+//! if the endpoint trusts them and the process has not loaded them yet (module `tls::roots`).
 //!
 //! # Invariants
 //!
@@ -16,7 +16,7 @@
 //!   retry at the same moments); `Idle` after a connection ended,
 //!   until a call wants one (reconnecting only on demand, as gRPC's channels do).
 //! - **Down on exit.** Whenever the manager stops while the channel lives (the runtime shut
-//!   down), it leaves the state `Down`, so that no call waits for it (module `client`).
+//!   down), it leaves the state `Down`, so that no call waits for it (module `shared`).
 //! - **An HTTP/2 server, or a failed attempt.** An attempt succeeds only once the server's
 //!   first frame has arrived whole and is a SETTINGS frame (RFC 9113, 3.4). A peer that sends
 //!   nothing (until the connect timeout), hangs up or resets first, or sends anything else
@@ -27,26 +27,17 @@
 
 use std::future::Future as _;
 use std::io;
-use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
 use tonic::body::Body;
 
-use crate::client::Shared;
-use crate::endpoint::{Endpoint, Target};
-use crate::first_frame::{wait_for_settings, watched, Watch, Watched};
-
-/// The sending side of a live connection (cloned per call).
-pub(crate) type Sender = hyper::client::conn::http2::SendRequest<Body>;
-
-/// The connection's state, as calls read it (module docs).
-pub(crate) enum ConnState {
-    Idle,
-    Connecting,
-    Ready(Sender),
-    Down { error: String },
-}
+use super::endpoint::{Endpoint, Target};
+use super::first_frame::{wait_for_settings, watched, Watch, Watched};
+use super::shared::Shared;
+use super::state::{ConnState, Sender};
 
 /// Sets the state `Down` when the manager stops (module docs).
 struct DownOnExit(Weak<Shared>);
@@ -72,8 +63,26 @@ fn jittered(backoff: Duration, unit: f64) -> Duration {
     Duration::try_from_secs_f64(backoff.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
+/// Starts the manager fiber of `shared`'s channel, once.
+pub(crate) fn start(shared: &Arc<Shared>) -> io::Result<()> {
+    if shared.started.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    shared.set_state(ConnState::Connecting);
+    let weak = Arc::downgrade(shared);
+    let handle = shared.endpoint.handle.as_ref().expect("checked by Endpoint::build");
+    match handle.try_spawn(move || manage(weak)) {
+        Ok(_detached) => Ok(()),
+        Err(closed) => {
+            let e = io::Error::other(format!("spindle-grpc: {closed}"));
+            shared.set_state(ConnState::Down { error: e.to_string() });
+            Err(e)
+        }
+    }
+}
+
 /// The manager fiber's body.
-pub(crate) fn manage(weak: Weak<Shared>) {
+fn manage(weak: Weak<Shared>) {
     let _down = DownOnExit(weak.clone());
     let Some((endpoint, server_streams)) =
         weak.upgrade().map(|s| (s.endpoint.clone(), s.server_streams.clone()))
@@ -84,7 +93,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
     loop {
         match connect_once(&endpoint) {
             Ok((sender, conn)) => {
-                server_streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                server_streams.store(conn.max_send_streams(), Ordering::Relaxed);
                 let Some(shared) = weak.upgrade() else { return };
                 shared.set_state(ConnState::Ready(sender));
                 drop(shared);
@@ -96,7 +105,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                 let run = std::future::poll_fn(move |cx| {
                     conn.watch().register(cx.waker());
                     let poll = std::pin::Pin::new(&mut conn).poll(cx);
-                    streams.store(conn.max_send_streams(), std::sync::atomic::Ordering::Relaxed);
+                    streams.store(conn.max_send_streams(), Ordering::Relaxed);
                     poll
                 });
                 match spindle::task::spawn_async(crate::exec::Deferred::new(run)).join() {
@@ -106,7 +115,7 @@ pub(crate) fn manage(weak: Weak<Shared>) {
                         log::warn!("spindle-grpc: the connection task to {:?} panicked", endpoint.target)
                     }
                 }
-                server_streams.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+                server_streams.store(usize::MAX, Ordering::Relaxed);
                 let Some(shared) = weak.upgrade() else { return };
                 shared.set_state(ConnState::Idle);
                 drop(shared);
