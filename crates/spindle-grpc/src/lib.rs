@@ -104,8 +104,8 @@ pub use channel::pipe::BYTES as PIPE_BYTES;
 pub use channel::pipe::CAPACITY as PIPE_FRAMES;
 pub use channel::{Channel, ResponseBody, ResponseFuture};
 pub use client::{
-    BalancedBuilder, BalancedChannel, BalancedFuture, Endpoint, LoadBalancing, RemoteBody, RemoteChannel,
-    RemoteFuture, RetryPolicy, RetryThrottle, ServiceConfig, TargetName, DEFAULT_RETRY_BUFFER,
+    BalancedBuilder, BalancedChannel, BalancedFuture, Endpoint, LoadBalancing, OutlierEjection, RemoteBody,
+    RemoteChannel, RemoteFuture, RetryPolicy, RetryThrottle, ServiceConfig, TargetName, DEFAULT_RETRY_BUFFER,
     DEFAULT_TARGET_PORT, TRANSPARENT_RETRIES,
 };
 pub use either::{AnyBody, AnyChannel, AnyFuture};

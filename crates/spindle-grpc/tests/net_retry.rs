@@ -2,7 +2,8 @@
 //! retry policy (and not without one, nor for a code the policy does not name); the attempts
 //! stop at `maxAttempts` and under the throttle; a request above the retry buffer is sent
 //! once; a server stopped while calls go on costs no call an error with a policy; a call
-//! never waits past its deadline for a retry.
+//! never waits past its deadline for a retry; with outlier ejection, a replica whose calls keep
+//! failing is left out of the picks.
 //!
 //! Every wait is bounded (client fibers under a hang guard); no assertion is about speed.
 
@@ -17,7 +18,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use spindle_grpc::{
-    BalancedChannel, Channel, Endpoint, RetryPolicy, RetryThrottle, Server, ServiceConfig, Serving,
+    BalancedChannel, Channel, Endpoint, OutlierEjection, RetryPolicy, RetryThrottle, Server, ServiceConfig,
+    Serving,
 };
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
@@ -278,4 +280,50 @@ fn a_retry_never_waits_past_the_calls_deadline() {
     });
     let status = outcome.expect_err("a call to a failing replica");
     assert!(matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded), "{status:?}");
+}
+
+#[test]
+fn a_replica_whose_calls_keep_failing_is_ejected() {
+    let rt = runtime();
+    let (bad, good) = (Replica::start(&rt, true), Replica::start(&rt, false));
+    let template = Endpoint::new("http://ignored").unwrap().handle(rt.handle());
+    // No retry policy: without the ejection, about every other call would fail.
+    let channel = BalancedChannel::builder(&format!("ipv4:{},{}", bad.addr, good.addr))
+        .unwrap()
+        .endpoint(template)
+        .outlier_ejection(
+            OutlierEjection::default()
+                .consecutive_failures(3)
+                .ejection_time(Duration::from_secs(600), Duration::from_secs(600))
+                .max_ejection_percent(50),
+        )
+        .build()
+        .unwrap();
+    let outcomes = calls(&rt, &channel, 20, 10);
+    let failed = errors(&outcomes);
+    assert_eq!(failed, [Code::Unavailable; 3], "three failures eject the replica: {failed:?}");
+    assert_eq!(bad.refused.load(SeqCst), 3);
+    // From then on every call goes to the good one.
+    let before = good.served();
+    let outcomes = calls(&rt, &channel, 50, 10);
+    assert!(errors(&outcomes).is_empty(), "{:?}", errors(&outcomes));
+    assert_eq!(good.served() - before, 50);
+    assert_eq!(bad.refused.load(SeqCst), 3);
+}
+
+#[test]
+fn ejection_never_leaves_a_channel_without_servers() {
+    let rt = runtime();
+    let bad = Replica::start(&rt, true);
+    let template = Endpoint::new("http://ignored").unwrap().handle(rt.handle());
+    let channel = BalancedChannel::builder(&format!("ipv4:{}", bad.addr))
+        .unwrap()
+        .endpoint(template)
+        .outlier_ejection(OutlierEjection::default().consecutive_failures(1))
+        .build()
+        .unwrap();
+    // The only replica, ejected, still gets the calls (and answers them).
+    let outcomes = calls(&rt, &channel, 5, 10);
+    assert_eq!(errors(&outcomes), [Code::Unavailable; 5]);
+    assert_eq!(bad.refused.load(SeqCst), 5);
 }

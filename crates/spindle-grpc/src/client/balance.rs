@@ -83,15 +83,18 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use tonic::body::Body;
 use tonic::Status;
 
 use super::call::{RemoteBody, RemoteFuture};
+pub(crate) use super::child::{Child, Waiters};
 use super::endpoint::Endpoint;
+use super::outlier::{Budget, Outlier};
 use super::remote_channel::RemoteChannel;
 use super::resolution::Resolution;
 use super::retry::ServiceConfig;
@@ -117,7 +120,7 @@ use crate::lock::lock;
 pub struct BalancedChannel {
     shared: Arc<Balanced>,
     /// The child `poll_ready` picked, holding a permit for the next `call`.
-    reserved: Option<RemoteChannel>,
+    reserved: Option<(RemoteChannel, Option<Arc<Outlier>>)>,
 }
 
 /// How a [`BalancedChannel`] spreads its calls (module docs, "Policies"), as gRPC's
@@ -146,65 +149,15 @@ pub(crate) struct Balanced {
     retry: Option<Arc<ServiceConfig>>,
     /// The bytes of request messages a call keeps for a retry.
     retry_buffer: usize,
-}
-
-/// One server.
-pub(crate) struct Child {
-    /// The address it was resolved to (none for a child made from an `Endpoint`).
-    pub(crate) addr: Option<SocketAddr>,
-    pub(crate) channel: RemoteChannel,
-    /// The waker this balancer puts in the child's permit waiters.
-    relay: Arc<Relay>,
-}
-
-impl Child {
-    pub(crate) fn new(addr: Option<SocketAddr>, channel: RemoteChannel, waiters: &Arc<Waiters>) -> Child {
-        Child {
-            addr,
-            channel,
-            relay: Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() }),
-        }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct Waiters(Mutex<Vec<Waker>>);
-
-impl Waiters {
-    /// Wakes every waiting `poll_ready`: each picks again.
-    pub(crate) fn wake_all(&self) {
-        let waiters = std::mem::take(&mut *lock(&self.0));
-        for w in waiters {
-            w.wake();
-        }
-    }
-}
-
-/// Wakes the balancer's waiters when a child releases a permit or changes state (module docs,
-/// "Relays are bounded and keep nothing alive").
-struct Relay {
-    /// In the child's waiter list now.
-    armed: AtomicBool,
-    waiters: Arc<Waiters>,
-}
-
-impl Wake for Relay {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        // Disarmed before the waiters are taken: a waiter registered after the take finds it
-        // disarmed and arms it again.
-        self.armed.store(false, Ordering::Release);
-        self.waiters.wake_all();
-    }
+    /// The outlier ejection budget, when the channel ejects outliers (module `outlier`).
+    outliers: Option<Arc<Budget>>,
 }
 
 /// What a pick found.
 enum Pick {
-    /// The child to call: with a permit reserved, unless the pick ignored the limits.
-    Child(RemoteChannel),
+    /// The child to call: with a permit reserved, unless the pick ignored the limits; and its
+    /// outlier record, when the channel ejects outliers.
+    Child(RemoteChannel, Option<Arc<Outlier>>),
     /// Usable children exist, all their permits taken.
     Full,
     /// Every child is down: the status to fail with.
@@ -228,10 +181,33 @@ impl Balanced {
             resolution,
             retry: None,
             retry_buffer: DEFAULT_RETRY_BUFFER,
+            outliers: None,
         }
     }
 
     /// With retry policies and a retry buffer (module `retry_call`).
+    /// With outlier ejection: every child gets a record.
+    pub(crate) fn with_outliers(mut self, budget: Option<Arc<Budget>>) -> Balanced {
+        if let Some(budget) = &budget {
+            let children = self.children.get_mut().unwrap_or_else(|e| e.into_inner());
+            budget.set_children(children.len());
+            let with: Vec<Child> = children
+                .iter()
+                .map(|c| {
+                    Child::new(c.addr, c.channel.clone(), &self.waiters).with_outlier(Some(budget), None)
+                })
+                .collect();
+            *children = with.into();
+        }
+        self.outliers = budget;
+        self
+    }
+
+    /// The outlier ejection budget, for the children of a new list.
+    pub(crate) fn outliers(&self) -> Option<&Arc<Budget>> {
+        self.outliers.as_ref()
+    }
+
     pub(crate) fn with_retries(mut self, retry: Option<Arc<ServiceConfig>>, buffer: usize) -> Balanced {
         self.retry = retry;
         self.retry_buffer = buffer;
@@ -240,10 +216,10 @@ impl Balanced {
 
     /// One attempt of a call, on a child picked now (ignoring the permits, as a call made
     /// without `poll_ready`).
-    fn call_once(&self, request: http::Request<Body>) -> RemoteFuture {
+    fn call_once(&self, request: http::Request<Body>) -> (RemoteFuture, Option<Arc<Outlier>>) {
         match self.pick(true) {
-            Pick::Child(mut child) => tower_service::Service::call(&mut child, request),
-            Pick::Down(status) => RemoteFuture::ready(status),
+            Pick::Child(mut child, outlier) => (tower_service::Service::call(&mut child, request), outlier),
+            Pick::Down(status) => (RemoteFuture::ready(status), None),
             Pick::Full => unreachable!("a pick that ignores the limits is never full"),
         }
     }
@@ -255,6 +231,9 @@ impl Balanced {
 
     /// Swaps the children for `children` and lets every waiting `poll_ready` pick again.
     pub(crate) fn set_children(&self, children: Vec<Child>) {
+        if let Some(budget) = &self.outliers {
+            budget.set_children(children.len());
+        }
         *self.children.write().unwrap_or_else(|e| e.into_inner()) = children.into();
         self.waiters.wake_all();
     }
@@ -285,14 +264,21 @@ impl Balanced {
             |child: &RemoteChannel| child.try_reserved().or_else(|| ignore_limits.then(|| child.clone()));
         let mut usable = false;
         let mut down = false;
+        // Ejected children are left out, unless all are (module `outlier`).
+        let ejected = self.ejected(&children);
+        let skip = |i: usize| ejected.as_ref().is_some_and(|e| e[i]);
         // Connected children first.
         for k in 0..n {
-            let child = &children[start.wrapping_add(k) % n].channel;
+            let i = start.wrapping_add(k) % n;
+            let child = &children[i].channel;
+            if skip(i) {
+                continue;
+            }
             match child.phase() {
                 Phase::Connected => {
                     usable = true;
                     if let Some(taken) = take(child) {
-                        return self.picked(k, taken);
+                        return self.picked(k, taken, &children[i]);
                     }
                     if first {
                         return Pick::Full;
@@ -321,7 +307,11 @@ impl Balanced {
         // None connected: one that is connecting (or idle) and will be, if any.
         let mut errors = String::new();
         for k in 0..n {
-            let child = &children[start.wrapping_add(k) % n].channel;
+            let i = start.wrapping_add(k) % n;
+            let child = &children[i].channel;
+            if skip(i) {
+                continue;
+            }
             match child.phase() {
                 Phase::Down(error) => {
                     let _ = write!(errors, "{}{error}", if errors.is_empty() { "" } else { "; " });
@@ -329,7 +319,7 @@ impl Balanced {
                 Phase::Connected | Phase::Connecting | Phase::Idle => {
                     usable = true;
                     if let Some(taken) = take(child) {
-                        return self.picked(k, taken);
+                        return self.picked(k, taken, &children[i]);
                     }
                     if first {
                         break;
@@ -374,11 +364,22 @@ impl Balanced {
     }
 
     /// The pick took the child `skipped` places after its start: the next pick starts after it.
-    fn picked(&self, skipped: usize, child: RemoteChannel) -> Pick {
+    fn picked(&self, skipped: usize, child: RemoteChannel, of: &Child) -> Pick {
         if skipped > 0 {
             self.next.fetch_add(skipped, Ordering::Relaxed);
         }
-        Pick::Child(child)
+        Pick::Child(child, of.outlier.clone())
+    }
+
+    /// Which children are ejected now: `None` when none is, or all are (then none is
+    /// skipped), or the channel ejects no outliers.
+    fn ejected(&self, children: &[Child]) -> Option<Vec<bool>> {
+        self.outliers.as_ref()?;
+        let now = Instant::now();
+        let ejected: Vec<bool> =
+            children.iter().map(|c| c.outlier.as_ref().is_some_and(|o| o.is_ejected(now))).collect();
+        let count = ejected.iter().filter(|&&e| e).count();
+        (count > 0 && count < children.len()).then_some(ejected)
     }
 
     /// Wakes `waker` at the next permit release or change of state of any child (module docs,
@@ -401,7 +402,7 @@ impl Balanced {
 }
 
 impl Attempts for Balanced {
-    fn attempt(&self, request: http::Request<Body>) -> RemoteFuture {
+    fn attempt(&self, request: http::Request<Body>) -> (RemoteFuture, Option<Arc<Outlier>>) {
         self.call_once(request)
     }
 }
@@ -488,7 +489,7 @@ impl std::fmt::Debug for BalancedChannel {
         f.debug_struct("BalancedChannel")
             .field("children", &self.shared.children().iter().map(|c| &c.channel).collect::<Vec<_>>())
             .field("connected", &self.connected())
-            .field("reserved", &self.reserved)
+            .field("reserved", &self.reserved.as_ref().map(|(child, _)| child))
             .finish()
     }
 }
@@ -504,8 +505,8 @@ impl tower_service::Service<http::Request<Body>> for BalancedChannel {
         }
         for attempt in 0..2 {
             match self.shared.pick(false) {
-                Pick::Child(child) => {
-                    self.reserved = Some(child);
+                Pick::Child(child, outlier) => {
+                    self.reserved = Some((child, outlier));
                     return Poll::Ready(Ok(()));
                 }
                 // `call` picks again, and fails unless a child came back (module docs).
@@ -522,7 +523,7 @@ impl tower_service::Service<http::Request<Body>> for BalancedChannel {
         let reserved = self.reserved.take();
         let shared = &self.shared;
         let first = move |request: http::Request<Body>| match reserved {
-            Some(mut child) => tower_service::Service::call(&mut child, request),
+            Some((mut child, outlier)) => (tower_service::Service::call(&mut child, request), outlier),
             None => shared.call_once(request),
         };
         RetryCall::start(
@@ -538,6 +539,7 @@ impl tower_service::Service<http::Request<Body>> for BalancedChannel {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
 
     use super::*;
 

@@ -18,15 +18,17 @@
 //! `connect`), `shared` (the state its clones, calls and manager share), `state` (the
 //! connection's states), `connector` and `first_frame` (the manager fiber and its handshake
 //! check), `call` (one call's life), `balance` ([`BalancedChannel`] over several servers),
-//! `target` (gRPC target names), `resolution` and `resolve` (a channel over a name kept in
+//! `target` (gRPC target names), `outlier` (servers left out while their calls fail), `resolution` and `resolve` (a channel over a name kept in
 //! step with its addresses), `retry` and `retry_call` (retry policies and the calls that
 //! follow them).
 
 mod balance;
 mod call;
+mod child;
 mod connector;
 mod endpoint;
 mod first_frame;
+mod outlier;
 mod remote_channel;
 mod resolution;
 mod resolve;
@@ -39,6 +41,7 @@ mod target;
 pub use balance::{BalancedChannel, LoadBalancing};
 pub use call::{RemoteBody, RemoteFuture};
 pub use endpoint::Endpoint;
+pub use outlier::OutlierEjection;
 pub use remote_channel::RemoteChannel;
 pub use resolve::BalancedBuilder;
 pub use retry::{RetryPolicy, RetryThrottle, ServiceConfig};

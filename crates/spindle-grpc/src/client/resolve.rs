@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 
 use spindle::net::dns::Resolver;
 
-use super::balance::{Balanced, BalancedChannel, Child, LoadBalancing, Waiters};
+use super::balance::{Balanced, BalancedChannel, LoadBalancing};
+use super::child::{Child, Waiters};
 use super::endpoint::{Endpoint, Target};
+use super::outlier::{Budget, OutlierEjection};
 use super::remote_channel::RemoteChannel;
 use super::resolution::Resolution;
 use super::retry::ServiceConfig;
@@ -47,6 +49,7 @@ pub struct BalancedBuilder {
     refresh: Duration,
     retry: Option<Arc<ServiceConfig>>,
     retry_buffer: usize,
+    outliers: Option<OutlierEjection>,
 }
 
 impl std::fmt::Debug for BalancedBuilder {
@@ -91,6 +94,7 @@ impl BalancedChannel {
             refresh: Duration::from_secs(30),
             retry: None,
             retry_buffer: DEFAULT_RETRY_BUFFER,
+            outliers: None,
         })
     }
 }
@@ -141,6 +145,13 @@ impl BalancedBuilder {
         self
     }
 
+    /// Leaves out of the picks, for a while, a server whose calls keep failing with
+    /// `UNAVAILABLE` or `DEADLINE_EXCEEDED` (module `outlier`; off by default).
+    pub fn outlier_ejection(mut self, settings: OutlierEjection) -> BalancedBuilder {
+        self.outliers = Some(settings);
+        self
+    }
+
     /// Builds the channel. A fixed list (`ipv4:`, `ipv6:`, `unix:`) starts connecting to every
     /// server (`round_robin`) or the first (`pick_first`) now; a `dns` name starts its
     /// resolver's fiber on the endpoint's runtime. Errors: a template endpoint
@@ -160,13 +171,15 @@ impl BalancedBuilder {
         })?;
         let waiters = Arc::new(Waiters::default());
         let (retry, buffer) = (self.retry, self.retry_buffer);
+        let outliers = self.outliers.map(Budget::new);
         let balanced = |children, waiters, resolution| {
-            Arc::new(Balanced::new(children, waiters, self.policy, resolution).with_retries(retry, buffer))
+            let balanced = Balanced::new(children, waiters, self.policy, resolution);
+            Arc::new(balanced.with_retries(retry, buffer).with_outliers(outliers))
         };
         let (host, port) = match self.target {
             TargetName::Dns { host, port } => (host, port),
             TargetName::Addrs(addrs) => {
-                let children = children_for(&addrs, &[], &template, self.policy, &waiters)?;
+                let children = children_for(&addrs, &[], &template, self.policy, &waiters, None)?;
                 return Ok(BalancedChannel::from_shared(balanced(children, waiters, None)));
             }
             TargetName::Unix(path) => {
@@ -207,13 +220,15 @@ fn children_for(
     template: &Endpoint,
     policy: LoadBalancing,
     waiters: &Arc<Waiters>,
+    outliers: Option<&Arc<Budget>>,
 ) -> io::Result<Vec<Child>> {
     let mut children = Vec::with_capacity(addrs.len());
     for (i, &addr) in addrs.iter().enumerate() {
         if children.iter().any(|c: &Child| c.addr == Some(addr)) {
             continue;
         }
-        let channel: RemoteChannel = match existing.iter().find(|c| c.addr == Some(addr)) {
+        let kept = existing.iter().find(|c| c.addr == Some(addr));
+        let channel: RemoteChannel = match kept {
             Some(child) => child.channel.clone(),
             None => {
                 let mut endpoint = template.clone();
@@ -225,7 +240,7 @@ fn children_for(
                 channel
             }
         };
-        children.push(Child::new(Some(addr), channel, waiters));
+        children.push(Child::new(Some(addr), channel, waiters).with_outlier(outliers, kept));
     }
     Ok(children)
 }
@@ -281,6 +296,7 @@ impl Refresh {
                         &self.template,
                         balanced.policy(),
                         balanced.waiters(),
+                        balanced.outliers(),
                     ) {
                         Ok(children) => balanced.set_children(children),
                         // The runtime has shut down: nothing more to connect.

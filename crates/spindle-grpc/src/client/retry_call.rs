@@ -33,14 +33,16 @@ use tonic::body::Body;
 use tonic::{Code, Status};
 
 use super::call::{deadline_exceeded, NotProcessed, RemoteBody, RemoteFuture};
+use super::outlier::Outlier;
 use super::retry::{RetryPolicy, ServiceConfig};
 use crate::lock::lock;
 use crate::timeout::{encode_timeout, parse_timeout_header};
 
 /// Where a call's attempts go: a server picked anew for each (the balancer).
 pub(crate) trait Attempts: Send + Sync {
-    /// Starts one attempt of a call.
-    fn attempt(&self, request: http::Request<Body>) -> RemoteFuture;
+    /// Starts one attempt of a call; with the outlier record of the server it went to, when
+    /// the channel ejects outliers.
+    fn attempt(&self, request: http::Request<Body>) -> (RemoteFuture, Option<Arc<Outlier>>);
 }
 
 /// The most transparent retries of one call (module docs).
@@ -127,7 +129,8 @@ impl http_body::Body for Replay {
 
 /// What the call does now.
 enum Step {
-    Attempt(RemoteFuture),
+    /// An attempt, and the outlier record of its server.
+    Attempt(RemoteFuture, Option<Arc<Outlier>>),
     Backoff(spindle::time::Sleep),
 }
 
@@ -163,7 +166,7 @@ impl RetryCall {
         config: Option<Arc<ServiceConfig>>,
         buffer: usize,
         request: http::Request<Body>,
-        first: impl FnOnce(http::Request<Body>) -> RemoteFuture,
+        first: impl FnOnce(http::Request<Body>) -> (RemoteFuture, Option<Arc<Outlier>>),
     ) -> BalancedFuture {
         let (parts, body) = request.into_parts();
         let policy = config.as_ref().and_then(|c| c.policy_for(parts.uri.path()).cloned());
@@ -177,7 +180,7 @@ impl RetryCall {
             ended: false,
             current: 0,
         }));
-        let first = first(Self::attempt_request(&parts, &tee, None));
+        let (first, outlier) = first(Self::attempt_request(&parts, &tee, None));
         BalancedFuture(Box::new(RetryCall {
             balanced,
             config,
@@ -187,7 +190,7 @@ impl RetryCall {
             deadline,
             attempts: 1,
             transparent: 0,
-            step: Step::Attempt(first),
+            step: Step::Attempt(first, outlier),
         }))
     }
 
@@ -197,8 +200,9 @@ impl RetryCall {
         parts: &http::request::Parts,
         tee: &Arc<Mutex<Tee>>,
         time_left: Option<Duration>,
-    ) -> RemoteFuture {
-        balanced.attempt(Self::attempt_request(parts, tee, time_left))
+    ) -> Step {
+        let (future, outlier) = balanced.attempt(Self::attempt_request(parts, tee, time_left));
+        Step::Attempt(future, outlier)
     }
 
     /// An attempt's request, its body replaying the kept messages.
@@ -233,15 +237,19 @@ impl RetryCall {
                     match self.time_left() {
                         Err(status) => return Poll::Ready(status.into_http()),
                         Ok(left) => {
-                            self.step =
-                                Step::Attempt(Self::attempt(&*self.balanced, &self.parts, &self.tee, left));
+                            self.step = Self::attempt(&*self.balanced, &self.parts, &self.tee, left);
                             continue;
                         }
                     }
                 }
-                Step::Attempt(future) => match Pin::new(future).poll(cx) {
+                Step::Attempt(future, outlier) => match Pin::new(future).poll(cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(response)) => response,
+                    Poll::Ready(Ok(response)) => {
+                        if let Some(outlier) = outlier {
+                            outlier.record(trailers_only_code(&response), Instant::now());
+                        }
+                        response
+                    }
                     Poll::Ready(Err(never)) => match never {},
                 },
             };
@@ -262,8 +270,7 @@ impl RetryCall {
                 match self.time_left() {
                     Err(_) => return Poll::Ready(response),
                     Ok(left) => {
-                        self.step =
-                            Step::Attempt(Self::attempt(&*self.balanced, &self.parts, &self.tee, left));
+                        self.step = Self::attempt(&*self.balanced, &self.parts, &self.tee, left);
                         continue;
                     }
                 }
