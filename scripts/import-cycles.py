@@ -24,6 +24,8 @@ USE_RE = re.compile(r"\buse\s+((?:crate|super|self)(?:::[^;]*)?);", re.S)
 PATH_RE = re.compile(r"\b((?:crate|super|self)(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)")
 COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
+CHAR_RE = re.compile(r"'(?:\\.|[^'\\\n])'")
+INLINE_MOD_RE = re.compile(r"\bmod\s+([A-Za-z_][A-Za-z0-9_]*)\s*\{")
 
 
 def module_files(src):
@@ -101,6 +103,27 @@ def resolve(path, here, mods):
     return None
 
 
+def inline_modules(text):
+    """The inline `mod name { ... }` blocks of a file: (start, end, name) of each body."""
+    spans = []
+    for m in INLINE_MOD_RE.finditer(text):
+        start, depth = m.end() - 1, 0
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((start, i, m.group(1)))
+                    break
+    return spans
+
+
+def scope(mod, pos, spans):
+    """The module that the code at `pos` of file module `mod` is in (inline modules nest)."""
+    return tuple(mod) + tuple(name for start, end, name in sorted(spans) if start < pos < end)
+
+
 def graph(src):
     mods = module_files(src)
     edges = {m: {} for m in mods}
@@ -108,14 +131,18 @@ def graph(src):
         text = open(path, encoding="utf-8").read()
         text = COMMENT_RE.sub("", text)
         text = STRING_RE.sub('""', text)
-        # `#[cfg(test)] mod tests { ... }` inside a file is the file's own: its `super::`
-        # names the file's module, as `self::` does outside it.
+        text = CHAR_RE.sub("' '", text)
+        # `#[cfg(test)] mod tests { ... }` inside a file is the file's own: a path in it
+        # resolves from the inline module, so its `super::` names the file's module, as
+        # `self::` does outside it.
+        spans = inline_modules(text)
         paths = []
         for m in USE_RE.finditer(text):
-            paths.extend(expand_use(m.group(1)))
-        paths.extend(m.group(1) for m in PATH_RE.finditer(text))
-        for p in paths:
-            target = resolve(p, mod, mods)
+            here = scope(mod, m.start(), spans)
+            paths.extend((p, here) for p in expand_use(m.group(1)))
+        paths.extend((m.group(1), scope(mod, m.start(), spans)) for m in PATH_RE.finditer(text))
+        for p, here in paths:
+            target = resolve(p, here, mods)
             if target is None or target == mod:
                 continue
             edges[mod].setdefault(target, p)
