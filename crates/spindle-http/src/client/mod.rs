@@ -60,7 +60,7 @@ use std::time::Duration;
 use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response, Uri, Version};
 
-use crate::{Body, BoxError};
+use crate::transport::body::{Body, BoxError};
 use body::{GiveBack, PooledBody};
 use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
 use retry::{failed, Kept, Replay, MAX_RETRIES};

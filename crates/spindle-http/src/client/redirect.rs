@@ -57,7 +57,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use super::body::PooledBody;
 use super::retry::Kept;
 use super::{exchange, ClientError, ClientErrorKind, Inner, Key};
-use crate::Body;
+use crate::transport::body::Body;
 
 /// Which redirects a [`Client`](super::Client) follows: set with
 /// [`ClientBuilder::redirect`](super::ClientBuilder::redirect). The default is

@@ -12,8 +12,8 @@
 use hyper::{Request, Uri, Version};
 
 use super::{ClientError, ClientErrorKind, Key};
-use crate::body::Held;
-use crate::Body;
+use crate::transport::body::Body;
+use crate::transport::body::Held;
 
 /// Retries of one request on pooled connections that turned out dead.
 pub(super) const MAX_RETRIES: usize = 4;

@@ -13,9 +13,9 @@ use std::task::{Context, Poll};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
-use crate::service::Origin;
-use crate::socket::{CountersRef, WeakCounters};
-use crate::Body;
+use crate::server::counters::{CountersRef, WeakCounters};
+use crate::server::origin::Origin;
+use crate::transport::body::Body;
 
 /// Counts one running handler in its connection's
 /// [`Counters::busy`](crate::service::Counters::busy) while alive: a blocking handler's fiber
