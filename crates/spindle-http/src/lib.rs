@@ -61,7 +61,8 @@ mod transport;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use client::{redirect, Client, ClientBuilder, ClientError, ClientErrorKind};
+pub use client::error::{ClientError, ClientErrorKind};
+pub use client::{redirect, Client, ClientBuilder};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
 #[cfg(feature = "tls")]
 pub use rustls;

@@ -28,7 +28,9 @@ use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use spindle::time::Sleep;
 
-use super::{ClientError, ClientErrorKind, IdleFlag, Key, Lease, Pool};
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
+use crate::client::pool::{IdleFlag, Lease, Pool};
 use crate::transport::body::{Body, BoxError};
 
 /// What a response body gives back to the pool when it ends: its HTTP/1.1 connection, or

@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use spindle::hyper_exec::LocalExecutor;
 
+use crate::client::config::ClientConfig;
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
 use crate::client::pool::{Conn, IdleFlag, Lease, OpenGuard};
-use crate::client::{ClientConfig, ClientError, ClientErrorKind, Key};
 use crate::transport::socket::{self, Io};
 use crate::transport::stream::Transport;
 

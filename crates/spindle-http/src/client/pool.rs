@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use hashbrown::hash_map::EntryRef;
 
-use crate::client::Key;
+use crate::client::key::Key;
 use crate::transport::body::Body;
 
 /// A connection lent to one request.

@@ -11,7 +11,8 @@
 
 use hyper::{Request, Uri, Version};
 
-use super::{ClientError, ClientErrorKind, Key};
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
 use crate::transport::body::Body;
 use crate::transport::body::Held;
 

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use spindle::native_roots::RootsError;
 
-use crate::client::{ClientError, ClientErrorKind, Key};
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
 
 /// The configuration trusting the system's roots, once built ("built once").
 static SYSTEM: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();

@@ -10,7 +10,7 @@
 //!   the woken tasks itself (spindle's "no reactor left unread while a worker idles"). So a
 //!   busy worker holds up only the fiber or task it is running, not the accepts or the other
 //!   connections.
-//! - **Counted.** The loop and each connection hold an `ActiveGuard` until they end, so that
+//! - **Counted.** The loop and each connection hold a guard of the server's drain (`spindle::graceful`) until they end, so that
 //!   a graceful shutdown waits for them.
 
 use std::future::poll_fn;

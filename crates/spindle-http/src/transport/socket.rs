@@ -11,7 +11,7 @@
 //!   growing the server's memory. A write of at least `COALESCE_LIMIT` bytes goes to the
 //!   socket directly (no copy) once the buffer is empty.
 //! - **Nothing stranded**: hyper's `poll_flush` on this type only defers; the connection
-//!   driver (`conn.rs`) calls [`IoHandle::poll_drain`] every time the connection future
+//!   driver (module `server::conn`) calls [`IoHandle::poll_drain`] every time the connection future
 //!   returns `Pending` and before it finishes, and `poll_shutdown` drains too. So bytes sit
 //!   in the buffer only while hyper is still running in the same poll, or while the socket
 //!   is full.

@@ -82,7 +82,7 @@ impl Transport {
 
     /// Ends the transport's own protocol: TLS sends `close_notify` and half-closes; a plain
     /// socket is left open (closing it ends the connection anyway, and after a parse error
-    /// the driver still writes and lingers, conn.rs).
+    /// the driver still writes and lingers, module `server::conn`).
     pub(crate) fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Transport::Plain(_) => {

@@ -23,7 +23,7 @@
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
 //!   an idle connection closes now, a busy one after its response).
 //! - **Nothing stranded.** Each time hyper has done all it can in a poll, the driver drains
-//!   the coalescing buffer (module `socket`), and before it returns hyper's result.
+//!   the coalescing buffer (module `transport::socket`), and before it returns hyper's result.
 //! - **No reset under the last answer.** A connection that ends after an answer (hyper
 //!   ending it on its own, its 400/431, or the own path's closing answer) is half-closed and
 //!   read until the client closes it, bounded in bytes and time ([`close::lingering_close`]),
@@ -36,7 +36,7 @@
 //!   shutdown before a request, a response stalled on the client's window past
 //!   `http2_send_timeout`, a client that kept opening refused streams), it closes as above;
 //!   the driver first writes a GOAWAY of its own ([`close::GoAway`]) once hyper's connection is
-//!   gone, unless the socket is cut inside a frame (module `socket`, "whole frames or
+//!   gone, unless the socket is cut inside a frame (module `transport::socket`, "whole frames or
 //!   nothing").
 
 use std::future::{poll_fn, Future};

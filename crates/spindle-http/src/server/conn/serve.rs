@@ -51,7 +51,7 @@ enum End {
 
 /// The future of the serving phase: drives hyper's connection future until it ends, the
 /// connection has been idle for `idle_timeout`, or shutdown closes it, and drains the
-/// coalescing buffer each time hyper has done all it can (see `socket.rs`). Under HTTP/2 it
+/// coalescing buffer each time hyper has done all it can (module `transport::socket`). Under HTTP/2 it
 /// also closes a connection whose responses are stalled on the client's window
 /// (`http2_send_timeout`, module `meter`) or whose client keeps opening streams that are
 /// refused (module `service`).

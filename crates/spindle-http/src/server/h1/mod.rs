@@ -17,7 +17,7 @@
 //!   replayed to hyper: the hand-off first writes every answer given here, then passes the
 //!   unread bytes, so hyper starts exactly at the request it was handed.
 //! - **Bounded memory.** The output buffer is written out when it passes
-//!   [`COALESCE_LIMIT`] (module `socket`; larger body pieces go to the socket without a
+//!   [`COALESCE_LIMIT`] (module `transport::socket`; larger body pieces go to the socket without a
 //!   copy), and before every wait for the client; a head still incomplete past
 //!   [`MAX_PARTIAL`] bytes is handed to hyper, which applies the server's limits, and so is
 //!   a request whose body did not come with its head or would not fit in [`MAX_PARTIAL`]
