@@ -319,7 +319,7 @@ impl Builder {
                 handle.trigger();
             });
         }
-        Ok(Server { local_addr, drain, runtimes, shutdown_timeout: config.shutdown_timeout })
+        Ok(Server { local_addr, drain, _state: shared, runtimes, shutdown_timeout: config.shutdown_timeout })
     }
 }
 

@@ -2,6 +2,7 @@
 //! the server's [`Drain`] (spindle's: the shutdown signal that its accept loops and
 //! connections watch, and the count of those still live that the shutdown waits on).
 
+use std::any::Any;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,9 @@ use spindle::graceful::Drain;
 pub struct Server {
     pub(crate) local_addr: SocketAddr,
     pub(crate) drain: Arc<Drain>,
+    /// The state the server's tasks share (its handler among it), kept until the server is
+    /// dropped, after its runtimes when it shuts down.
+    pub(crate) _state: Arc<dyn Any + Send + Sync>,
     pub(crate) runtimes: Vec<spindle::Runtime>,
     pub(crate) shutdown_timeout: Duration,
 }
