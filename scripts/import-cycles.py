@@ -29,6 +29,8 @@ PATH_RE = re.compile(r"(?<![\w:])([A-Za-z_][A-Za-z0-9_]*(?:::(?:super|[A-Za-z_][
 INLINE_MOD_RE = re.compile(r"\bmod\s+([A-Za-z_][A-Za-z0-9_]*)\s*\{")
 COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
+# A char literal (`'{'` would unbalance an inline module's braces); lifetimes never match.
+CHAR_RE = re.compile(r"'(?:\\.|[^'\\\n])'")
 
 
 def module_files(src):
@@ -136,6 +138,7 @@ def graph(src):
         text = open(path, encoding="utf-8").read()
         text = COMMENT_RE.sub("", text)
         text = STRING_RE.sub('""', text)
+        text = CHAR_RE.sub("' '", text)
         # `#[cfg(test)] mod tests { ... }` inside a file is the file's own: its `super::`
         # names the file's module, as `self::` does outside it.
         inline = inline_mods(text)

@@ -42,42 +42,35 @@
 //! [`Builder::workers`] runs the server on one spindle runtime with that many worker threads
 //! (default: one per CPU, as `spindle::Runtime::new()`); [`Builder::accept`] picks how
 //! connections are spread over them ([`Accept`]).
+//!
+//! The source has three rooms: `server/` (the accept loops, connections, spindle-http's own
+//! HTTP/1 path, handlers, the graceful shutdown), `client/` (the client and its pool), and
+//! `transport/` (what both sides use: the body type, the request body's limits, the socket
+//! under hyper with its TLS streams, hyper's timer). Neither side imports the other; the
+//! executors hyper spawns with, the system's root certificates and the shutdown's drain are
+//! spindle's (`spindle::hyper_exec`, `spindle::native_roots`, `spindle::graceful`).
 
 #![warn(missing_debug_implementations)]
 
-mod accept;
-mod body;
-mod builder;
 mod client;
-mod conn;
-mod exec;
-mod h1;
-mod handler;
-mod limits;
-mod meter;
 mod server;
-mod service;
-mod socket;
-mod timer;
-#[cfg(feature = "tls")]
-mod tls;
-mod tower;
-mod trace;
-mod watch;
+mod transport;
 
 /// This crate's README examples, compiled as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use body::{Body, BoxError};
-pub use builder::{Accept, Builder};
-pub use client::{redirect, Client, ClientBuilder, ClientError, ClientErrorKind};
+pub use client::error::{ClientError, ClientErrorKind};
+pub use client::{redirect, Client, ClientBuilder};
 pub use hyper::{header, Method, Request, Response, StatusCode, Uri, Version};
-pub use limits::{LimitError, MinRate};
 #[cfg(feature = "tls")]
 pub use rustls;
-pub use server::{Server, ShutdownHandle, ShutdownReport};
-pub use timer::{HyperSleep, SpindleTimer};
+pub use server::builder::Builder;
+pub use server::config::Accept;
+pub use server::running::{Server, ShutdownHandle, ShutdownReport};
 #[cfg(feature = "tls")]
-pub use tls::TlsConfig;
+pub use server::tls::TlsConfig;
+pub use transport::body::{Body, BoxError};
+pub use transport::limits::{LimitError, MinRate};
+pub use transport::timer::{HyperSleep, SpindleTimer};

@@ -110,12 +110,17 @@ pub mod compat;
 mod error;
 pub mod fiber;
 pub mod fs;
+pub mod graceful;
 #[cfg(feature = "hook")]
 mod hook;
+#[cfg(feature = "hyper")]
+pub mod hyper_exec;
 #[cfg(feature = "hyper")]
 pub mod hyper_rt;
 mod lock;
 mod loom;
+#[cfg(feature = "native-roots")]
+pub mod native_roots;
 pub mod net;
 pub(crate) mod park;
 pub mod process;

@@ -28,8 +28,10 @@ use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use spindle::time::Sleep;
 
-use super::{ClientError, ClientErrorKind, IdleFlag, Key, Lease, Pool};
-use crate::{Body, BoxError};
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
+use crate::client::pool::{IdleFlag, Lease, Pool};
+use crate::transport::body::{Body, BoxError};
 
 /// What a response body gives back to the pool when it ends: its HTTP/1.1 connection, or
 /// its share of the HTTP/2 one. (Dropped before the end, an HTTP/1.1 connection is closed

@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use spindle::hyper_exec::LocalExecutor;
+
+use crate::client::config::ClientConfig;
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
 use crate::client::pool::{Conn, IdleFlag, Lease, OpenGuard};
-use crate::client::{ClientConfig, ClientError, ClientErrorKind, Key};
-use crate::exec::LocalExec;
-use crate::socket::{self, Io, Transport};
+use crate::transport::socket::{self, Io};
+use crate::transport::stream::Transport;
 
 /// Resolves `host:port` and connects to each address in turn, within `timeout` in all.
 async fn tcp(key: &Key, timeout: Duration) -> Result<spindle::net::TcpStream, ClientError> {
@@ -51,7 +55,7 @@ pub(crate) async fn open(key: &Key, config: &ClientConfig, guard: OpenGuard) -> 
     } else {
         (Transport::Plain(tcp(key, config.connect_timeout).await?), config.http2_prior_knowledge)
     };
-    let (io, _handle) = socket::new(transport, false, Vec::new());
+    let (io, _handle) = socket::new::<()>(transport, false, Vec::new());
     if h2 {
         handshake_h2(io, key, config, guard).await
     } else {
@@ -147,7 +151,7 @@ async fn handshake_h2(
     config: &ClientConfig,
     guard: OpenGuard,
 ) -> Result<Conn, ClientError> {
-    let (sender, conn) = hyper::client::conn::http2::Builder::new(LocalExec)
+    let (sender, conn) = hyper::client::conn::http2::Builder::new(LocalExecutor)
         .timer(spindle::hyper_rt::Timer)
         .handshake(io)
         .await

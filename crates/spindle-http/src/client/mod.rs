@@ -43,7 +43,12 @@
 //! request by default ([`ClientBuilder::redirect`]; module [`redirect`] has the rules).
 
 mod body;
+mod config;
 mod connect;
+pub(crate) mod error;
+mod exchange;
+mod follow;
+mod key;
 mod pool;
 pub mod redirect;
 mod retry;
@@ -51,139 +56,17 @@ mod retry;
 mod roots;
 
 use std::fmt;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
-use hyper::header::{HeaderValue, HOST};
-use hyper::{Request, Response, Uri, Version};
+use hyper::{Request, Response, Uri};
 
-use crate::{Body, BoxError};
-use body::{GiveBack, PooledBody};
-use pool::{Checkout, Conn, IdleFlag, Lease, Pool};
-use retry::{failed, Kept, Replay, MAX_RETRIES};
-
-/// Where a pooled connection goes: scheme, host and port.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
-    pub(crate) https: bool,
-    pub(crate) host: String,
-    pub(crate) port: u16,
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = if self.https { "https" } else { "http" };
-        if self.host.contains(':') {
-            write!(f, "{scheme}://[{}]:{}", self.host, self.port) // an IPv6 address
-        } else {
-            write!(f, "{scheme}://{}:{}", self.host, self.port)
-        }
-    }
-}
-
-impl Key {
-    fn from_uri(uri: &Uri) -> Result<Key, ClientError> {
-        let bad = |why: &str| ClientError::new(ClientErrorKind::InvalidUrl, format!("{uri}: {why}"));
-        let https = match uri.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
-            Some(other) => return Err(bad(&format!("unsupported scheme {other:?}"))),
-            None => return Err(bad("an absolute URL (http:// or https://) is needed")),
-        };
-        let host = uri.host().ok_or_else(|| bad("no host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Ok(Key { https, host, port })
-    }
-}
-
-/// What went wrong with a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientErrorKind {
-    /// The URL is not an absolute `http://` or `https://` URL with a host; or a redirect's
-    /// `Location` is not an `http://` or `https://` URL (the message names both).
-    InvalidUrl,
-    /// The name did not resolve or the TCP connect failed.
-    Connect,
-    /// The TCP connect, the TLS handshake, or the first load of the system's root
-    /// certificates took longer than the connect timeout.
-    ConnectTimeout,
-    /// TLS: no configuration (no system root certificate found, or no `tls` feature), a bad
-    /// server name, or the handshake failed (certificate...).
-    Tls,
-    /// No response head within the request timeout.
-    RequestTimeout,
-    /// No data of the response body within the read timeout (an error of the body; the
-    /// connection is not reused).
-    ReadTimeout,
-    /// The HTTP exchange failed (connection closed, protocol error).
-    Protocol,
-    /// Called outside a spindle runtime (the client's connections run on its workers).
-    NoRuntime,
-    /// A redirect past the limit of the client's [`redirect::Policy`] (a redirect loop ends
-    /// here); the message names the limit and the last URLs.
-    TooManyRedirects,
-}
-
-/// A client error: its kind, a message naming the target, and the underlying error if any.
-#[derive(Debug)]
-pub struct ClientError {
-    kind: ClientErrorKind,
-    message: String,
-    source: Option<BoxError>,
-}
-
-impl ClientError {
-    pub(crate) fn new(kind: ClientErrorKind, message: String) -> ClientError {
-        ClientError { kind, message, source: None }
-    }
-
-    pub(crate) fn with_source(
-        kind: ClientErrorKind,
-        message: String,
-        source: impl Into<BoxError>,
-    ) -> ClientError {
-        ClientError { kind, message, source: Some(source.into()) }
-    }
-
-    pub fn kind(&self) -> ClientErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as _)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct ClientConfig {
-    pub(crate) connect_timeout: Duration,
-    pub(crate) request_timeout: Option<Duration>,
-    pub(crate) read_timeout: Option<Duration>,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) max_idle_per_host: usize,
-    pub(crate) max_connections_per_host: usize,
-    pub(crate) http2_prior_knowledge: bool,
-    pub(crate) max_buf_size: usize,
-    pub(crate) redirect: redirect::Policy,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
-}
+use crate::client::config::ClientConfig;
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::exchange::{exchange, within, Inner};
+use crate::client::retry::Kept;
+use crate::transport::body::Body;
 
 /// Client settings: 10 s to connect (TCP and TLS), 30 s for the response head, 30 s for each
 /// wait for response body data, idle pooled connections closed after 90 s, at most 32 idle
@@ -336,11 +219,6 @@ impl ClientBuilder {
     }
 }
 
-struct Inner {
-    config: ClientConfig,
-    pool: Arc<Pool>,
-}
-
 /// An HTTP client with a connection pool; cheap to clone (clones share the pool). Use it
 /// inside a spindle runtime: from fibers with [`Client::request`] / [`Client::get`], from
 /// async tasks with [`Client::send`]. With the `tls` feature, `https://` URLs trust the
@@ -425,7 +303,7 @@ impl Client {
             // exchange first), so that its timer can go on into the body (module `body`); it
             // covers the redirects followed, if any. The exchange is pinned here, in this
             // future, and the redirect chain (rare) boxed: each layer of future around the
-            // exchange was one more move of its ~1.1 KB (module `redirect`).
+            // exchange was one more move of its ~1.1 KB (module `follow`).
             let limit = inner.config.request_timeout;
             let mut timer = limit.map(spindle::time::sleep_future);
             // Kept for a redirect's next hop, and lent to the exchange's retries (one copy).
@@ -435,170 +313,13 @@ impl Client {
                 within(exchange.as_mut(), &mut timer, limit).await??
             };
             let res = match (inner.config.redirect.limit, kept) {
-                (Some(max), Some(kept)) if redirect::is_redirect(&res) => {
-                    let mut chain = Box::pin(redirect::chain(&inner, max, kept, res));
+                (Some(max), Some(kept)) if follow::is_redirect(&res) => {
+                    let mut chain = Box::pin(follow::chain(&inner, max, kept, res));
                     within(chain.as_mut(), &mut timer, limit).await??
                 }
                 _ => res,
             };
             Ok(res.map(|body| body.into_body(timer.zip(limit))))
         }
-    }
-}
-
-/// `future`'s output, or the request timeout's error once `timer` (if any) fires first.
-fn within<'a, F: Future + ?Sized>(
-    mut future: Pin<&'a mut F>,
-    timer: &'a mut Option<spindle::time::Sleep>,
-    limit: Option<Duration>,
-) -> impl Future<Output = Result<F::Output, ClientError>> + 'a {
-    poll_fn(move |cx| {
-        if let Poll::Ready(output) = future.as_mut().poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        match (timer.as_mut(), limit) {
-            (Some(timer), Some(limit)) => Pin::new(timer).poll(cx).map(|()| {
-                Err(ClientError::new(
-                    ClientErrorKind::RequestTimeout,
-                    format!("no response within {limit:?}"),
-                ))
-            }),
-            _ => Poll::Pending,
-        }
-    })
-}
-
-/// One request: a connection from the pool (or a new one), the exchange, and the response
-/// body wrapped so that the connection returns to the pool when it ends.
-///
-/// A request that fails on a *reused* connection because the server had closed it is sent
-/// again, on another connection, at most [`MAX_RETRIES`] times: any request hyper gives
-/// back unsent, and an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) with a body
-/// held in memory when the connection ended (closed or reset) before a response head. A
-/// failure on a new connection is final (no retry loop against a server that closes at once).
-async fn exchange(
-    inner: &Arc<Inner>,
-    mut req: Request<Body>,
-    kept: Option<&Kept>,
-) -> Result<Response<PooledBody>, ClientError> {
-    let key = Key::from_uri(req.uri())?;
-    let mut retries = 0;
-    loop {
-        let (conn, reused) = checkout(inner, &key).await?;
-        let may_retry = reused && retries < MAX_RETRIES;
-        // What is kept to send the request again if the connection turns out closed after
-        // it went out. The send is written out here, not in a function of its own: each hop
-        // of the request through another future's state was one more copy of it.
-        let replay = if may_retry { Replay::of(&req, kept) } else { None };
-        let refused = match conn {
-            Conn::H1 { mut sender, idle } => {
-                // HTTP/1.1 wants the origin form and a Host header.
-                if !req.headers().contains_key(HOST) {
-                    if let Some(value) = host_header(req.uri()) {
-                        req.headers_mut().insert(HOST, value);
-                    }
-                }
-                *req.uri_mut() = origin_form(req.uri());
-                *req.version_mut() = Version::HTTP_11;
-                match sender.try_send_request(req).await {
-                    Ok(res) => {
-                        let giveback = GiveBack::H1 {
-                            pool: inner.pool.clone(),
-                            key,
-                            max_idle: inner.config.max_idle_per_host,
-                            sender,
-                            idle,
-                        };
-                        let read_timeout = inner.config.read_timeout;
-                        return Ok(res.map(|body| PooledBody::new(body, giveback, read_timeout)));
-                    }
-                    Err(e) => e,
-                }
-            }
-            Conn::H2 { mut sender, lease } => {
-                *req.version_mut() = Version::HTTP_2;
-                match sender.try_send_request(req).await {
-                    Ok(res) => {
-                        let read_timeout = inner.config.read_timeout;
-                        return Ok(res.map(|body| PooledBody::new(body, GiveBack::H2(lease), read_timeout)));
-                    }
-                    Err(e) => e,
-                }
-            }
-        };
-        match failed(&key, refused, may_retry, replay) {
-            (error, None) => return Err(error),
-            (error, Some(again)) => {
-                log::debug!("{}; sending the request again on another connection", error);
-                req = again;
-            }
-        }
-        retries += 1;
-    }
-}
-
-/// A connection for `key`: a live pooled one (`true`: reused) or a new one (`false`).
-async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), ClientError> {
-    let config = &inner.config;
-    let h2_wanted = !key.https && config.http2_prior_knowledge;
-    loop {
-        let checkout =
-            poll_fn(|cx| inner.pool.poll_checkout(cx, key, config.max_connections_per_host, h2_wanted)).await;
-        let (mut conn, fresh) = match checkout {
-            Checkout::Reuse(conn) => (conn, false),
-            Checkout::Open(guard) => {
-                // Boxed: opening (resolve, connect, TLS, handshake) is rare, and its state
-                // inline made every request's future 2,584 bytes instead of 1,488, all of it
-                // in the caller's fiber stack (callgrind, keep-alive GETs: ~500 instructions
-                // and ~45 L1 misses a request fewer with this and `block_on` pinning in place).
-                let conn = Box::pin(connect::open(key, config, guard)).await?;
-                inner.pool.set_h2(key, &conn);
-                (conn, true)
-            }
-        };
-        // A pooled connection may have been closed by the server meanwhile: then take
-        // another. A new one that is not usable is an error (no retry loop against a server
-        // that closes at once).
-        let ready = match &mut conn {
-            Conn::H1 { sender, .. } => sender.ready().await,
-            Conn::H2 { sender, .. } => sender.ready().await,
-        };
-        match ready {
-            Ok(()) => return Ok((conn, !fresh)),
-            Err(e) if fresh => {
-                return Err(ClientError::with_source(
-                    ClientErrorKind::Protocol,
-                    format!("new connection to {key}"),
-                    e,
-                ))
-            }
-            Err(_) => {}
-        }
-    }
-}
-
-/// The Host header of a request for `uri`: its authority as written (an IPv6 host keeps
-/// its brackets, a port given stays), without any user information. One copy of the
-/// authority's bytes, no formatting.
-fn host_header(uri: &Uri) -> Option<HeaderValue> {
-    let authority = uri.authority()?.as_str();
-    // A byte scan: the authority is short, and `rsplit_once` costs a generic searcher.
-    let host = match authority.bytes().rposition(|b| b == b'@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    HeaderValue::from_str(host).ok()
-}
-
-/// `uri`'s origin form (path and query only), for an HTTP/1.1 request line: the parsed path
-/// is shared, not parsed again.
-fn origin_form(uri: &Uri) -> Uri {
-    match uri.path_and_query() {
-        Some(path) => {
-            let mut parts = hyper::http::uri::Parts::default();
-            parts.path_and_query = Some(path.clone());
-            Uri::from_parts(parts).expect("a path and query alone is a valid URI")
-        }
-        None => Uri::from_static("/"),
     }
 }

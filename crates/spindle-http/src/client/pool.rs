@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 
 use hashbrown::hash_map::EntryRef;
 
-use crate::client::Key;
-use crate::Body;
+use crate::client::key::Key;
+use crate::transport::body::Body;
 
 /// A connection lent to one request.
 pub(crate) enum Conn {

@@ -11,9 +11,10 @@
 
 use hyper::{Request, Uri, Version};
 
-use super::{ClientError, ClientErrorKind, Key};
-use crate::body::Held;
-use crate::Body;
+use crate::client::error::{ClientError, ClientErrorKind};
+use crate::client::key::Key;
+use crate::transport::body::Body;
+use crate::transport::body::Held;
 
 /// Retries of one request on pooled connections that turned out dead.
 pub(super) const MAX_RETRIES: usize = 4;
@@ -56,7 +57,7 @@ fn absolute_uri(key: &Key, uri: &Uri) -> Option<Uri> {
 }
 
 /// A copy of a request as it goes out: to send it again on another connection (a retry), or
-/// to make the next hop of a redirect (module `redirect`). Made for most requests, so small:
+/// to make the next hop of a redirect (module `follow`). Made for most requests, so small:
 /// the header map and the extensions only when they are not empty, each boxed, and the body
 /// only when it is held in memory (a reference count). One copy serves both: the redirect
 /// loop lends its copy to the retries ([`Replay::Lent`]).

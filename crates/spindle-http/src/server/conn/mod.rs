@@ -23,7 +23,7 @@
 //!   handshake timeout, or shutdown; the driver at the idle timeout or shutdown (graceful:
 //!   an idle connection closes now, a busy one after its response).
 //! - **Nothing stranded.** Each time hyper has done all it can in a poll, the driver drains
-//!   the coalescing buffer (module `socket`), and before it returns hyper's result.
+//!   the coalescing buffer (module `transport::socket`), and before it returns hyper's result.
 //! - **No reset under the last answer.** A connection that ends after an answer (hyper
 //!   ending it on its own, its 400/431, or the own path's closing answer) is half-closed and
 //!   read until the client closes it, bounded in bytes and time ([`close::lingering_close`]),
@@ -36,7 +36,7 @@
 //!   shutdown before a request, a response stalled on the client's window past
 //!   `http2_send_timeout`, a client that kept opening refused streams), it closes as above;
 //!   the driver first writes a GOAWAY of its own ([`close::GoAway`]) once hyper's connection is
-//!   gone, unless the socket is cut inside a frame (module `socket`, "whole frames or
+//!   gone, unless the socket is cut inside a frame (module `transport::socket`, "whole frames or
 //!   nothing").
 
 use std::future::{poll_fn, Future};
@@ -47,17 +47,21 @@ use std::task::Poll;
 
 use spindle::net::TcpStream;
 
-use crate::handler::Respond;
-use crate::server::{ConnectionGuard, Shared};
-use crate::service::{Peer, Service};
-use crate::socket::{self, Transport};
-use crate::watch::ShutdownWatch;
+use spindle::graceful::{ConnectionGuard, Watch};
+
+use crate::server::counters::Counters;
+use crate::server::handler::Respond;
+use crate::server::origin::Peer;
+use crate::server::service::Service;
+use crate::server::shared::Shared;
+use crate::transport::socket;
+use crate::transport::stream::Transport;
 
 mod close;
 mod serve;
 
-use close::spawn_lingering_close;
-use serve::{serve, Serve, Serving};
+use self::close::spawn_lingering_close;
+use self::serve::{serve, HyperConn, Serve, Serving};
 
 /// The first bytes of an HTTP/2 connection (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -136,7 +140,7 @@ impl FirstBytes {
 /// or the server is shutting down.
 async fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, Vec<u8>)> {
     let mut read = FirstBytes::default();
-    let mut watch = ShutdownWatch::new(shared);
+    let mut watch = Watch::new(shared);
     let config = &shared.config;
     let limit = match (config.header_read_timeout, config.idle_timeout) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -151,7 +155,9 @@ async fn sniff<H>(stream: &mut TcpStream, shared: &Shared<H>) -> Option<(Proto, 
         if seen.len() >= H2_PREFACE.len() {
             return Poll::Ready(Some(Proto::Http2));
         }
-        if watch.poll(cx) || deadline.as_mut().is_some_and(|d| Pin::new(d).poll(cx).is_ready()) {
+        if watch.poll_triggered(cx).is_ready()
+            || deadline.as_mut().is_some_and(|d| Pin::new(d).poll(cx).is_ready())
+        {
             return Poll::Ready(None);
         }
         match read.poll_read(stream, cx) {
@@ -174,7 +180,7 @@ async fn open<H>(
     #[cfg(feature = "tls")]
     if let Some(tls) = &shared.config.tls {
         let stream = handshake(stream, peer, tls, shared).await?;
-        let h2 = shared.config.http2 && crate::tls::negotiated_h2(&stream);
+        let h2 = shared.config.http2 && crate::server::tls::negotiated_h2(&stream);
         let proto = if h2 { Proto::Http2 } else { Proto::Http1 };
         return Some((Transport::Tls(Box::new(stream)), proto, Vec::new()));
     }
@@ -191,18 +197,18 @@ async fn open<H>(
 async fn handshake<H>(
     stream: TcpStream,
     peer: Option<SocketAddr>,
-    tls: &crate::tls::TlsConfig,
+    tls: &crate::server::tls::TlsConfig,
     shared: &Shared<H>,
-) -> Option<crate::tls::ServerStream> {
+) -> Option<crate::transport::stream::ServerStream> {
     // Boxed: rustls's connection state would otherwise be part of every connection task's.
-    let mut accept = Box::pin(crate::tls::acceptor(tls).accept(stream));
+    let mut accept = Box::pin(crate::server::tls::acceptor(tls).accept(stream));
     let mut deadline = spindle::time::sleep_future(tls.handshake_timeout);
-    let mut watch = ShutdownWatch::new(shared);
+    let mut watch = Watch::new(shared);
     let result = poll_fn(|cx| {
         if let Poll::Ready(r) = accept.as_mut().poll(cx) {
             return Poll::Ready(r);
         }
-        if watch.poll(cx) {
+        if watch.poll_triggered(cx).is_ready() {
             return Poll::Ready(Err(std::io::Error::other("server shutting down")));
         }
         if Pin::new(&mut deadline).poll(cx).is_ready() {
@@ -251,7 +257,7 @@ pub(crate) fn serve_connection<H: Respond>(
         fut: opening,
         then: Some(move |opened: Option<(Transport, Proto, Vec<u8>)>| match opened {
             Some((Transport::Plain(stream), Proto::Http1, replay)) if shared.config.http1_fast_path => {
-                let own = crate::h1::serve(stream, replay, shared.clone(), Peer::new(peer));
+                let own = crate::server::h1::serve(stream, replay, shared.clone(), Peer::new(peer));
                 Engine::Own { fut: Box::pin(own), peer, shared, active: Some(active) }
             }
             opened => Engine::Hyper(Box::pin(serve(
@@ -271,10 +277,10 @@ fn hyper_serving<H: Respond>(
 ) -> Serving<H> {
     // HTTP/2 frames are batched by h2 itself: no coalescing there.
     let coalesce = shared.config.pipeline_flush && proto == Proto::Http1;
-    let (io, handle) = socket::new(transport, coalesce, replay);
+    let (io, handle) = socket::new::<Counters>(transport, coalesce, replay);
     let http2 = proto == Proto::Http2;
     let service =
-        Service { shared: shared.clone(), counters: handle.counters_ref(), peer: Peer::new(peer), http2 };
+        Service { shared: shared.clone(), counters: handle.attached_ref(), peer: Peer::new(peer), http2 };
     let conn = match proto {
         Proto::Http1 => HyperConn::Http1(shared.http.serve_connection(io, service)),
         // Boxed: hyper's HTTP/2 connection is twice the size of its HTTP/1 one, and the
@@ -290,7 +296,7 @@ enum Engine<H: Respond> {
     Own {
         /// Boxed: its type (an async block's) cannot be named here; one allocation per
         /// connection, and only this variant's room in the task.
-        fut: Pin<Box<dyn Future<Output = crate::h1::Outcome> + Send>>,
+        fut: Pin<Box<dyn Future<Output = crate::server::h1::Outcome> + Send>>,
         peer: Option<SocketAddr>,
         shared: Arc<Shared<H>>,
         /// Counts the connection until it ends (or passes to hyper's phase).
@@ -311,14 +317,14 @@ impl<H: Respond> Future for Engine<H> {
             return serve.as_mut().poll(cx);
         };
         match std::task::ready!(fut.as_mut().poll(cx)) {
-            crate::h1::Outcome::Closed => Poll::Ready(()),
-            crate::h1::Outcome::Linger(stream) => {
+            crate::server::h1::Outcome::Closed => Poll::Ready(()),
+            crate::server::h1::Outcome::Linger(stream) => {
                 if let Some(active) = active.take() {
                     spawn_lingering_close(stream, active);
                 }
                 Poll::Ready(())
             }
-            crate::h1::Outcome::Handoff { stream, replay } => {
+            crate::server::h1::Outcome::Handoff { stream, replay } => {
                 let serving = hyper_serving((Transport::Plain(stream), Proto::Http1, replay), shared, *peer);
                 let active = active.take().expect("the own path hands off once");
                 *this = Engine::Hyper(Box::pin(serve(Some(serving), shared.clone(), active)));
@@ -361,50 +367,25 @@ where
     }
 }
 
-/// hyper's connection future for either protocol. The HTTP/1 one inline (every connection
-/// task has room for it anyway), the larger HTTP/2 one boxed (see above).
-#[allow(clippy::large_enum_variant)]
-enum HyperConn<H: Respond> {
-    Http1(hyper::server::conn::http1::Connection<socket::Io, Service<H>>),
-    Http2(Pin<Box<hyper::server::conn::http2::Connection<socket::Io, Service<H>, crate::exec::TaskExec>>>),
-}
-
-impl<H: Respond> HyperConn<H> {
-    fn graceful_shutdown(&mut self) {
-        match self {
-            HyperConn::Http1(c) => Pin::new(c).graceful_shutdown(),
-            HyperConn::Http2(c) => c.as_mut().graceful_shutdown(),
-        }
-    }
-}
-
-impl<H: Respond> Future for HyperConn<H> {
-    type Output = Result<(), hyper::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            HyperConn::Http1(c) => Pin::new(c).poll(cx),
-            HyperConn::Http2(c) => c.as_mut().poll(cx),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Body, Request, Response};
+    use crate::server::config::Config;
+    use crate::server::handler::Blocking;
+    use crate::transport::body::Body;
+    use hyper::{Request, Response};
 
     /// The connection task's state is what an idle connection costs besides hyper's two 8 KiB
     /// buffers: it must stay small (no inline buffers, no inline HTTP/2 or TLS state).
     #[test]
     fn connection_task_state_stays_small() {
-        let handler = crate::handler::Blocking(Arc::new(|_req: Request<Body>| Response::new("hi")));
-        let shared = Arc::new(crate::Builder::new().shared(handler));
+        let handler = Blocking(Arc::new(|_req: Request<Body>| Response::new("hi")));
+        let shared = Arc::new(Shared::new(handler, Config::default()));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (accepted, peer) = listener.accept().unwrap();
         let stream = TcpStream::from_std(accepted).unwrap();
-        let task = serve_connection(stream, Some(peer), shared.clone(), shared.active.enter_connection());
+        let task = serve_connection(stream, Some(peer), shared.clone(), shared.drain.enter_connection());
         let size = std::mem::size_of_val(&task);
         assert!(size <= 792, "a connection task's state takes {size} bytes");
         drop((task, client));

@@ -23,7 +23,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 use tower_service::Service;
 
-use crate::{Body, BoxError};
+use crate::transport::body::{Body, BoxError};
 
 /// Serves one request with `service` (a clone of the server's: see the module doc).
 pub(crate) async fn call<S, B>(mut service: S, req: Request<Body>) -> Response<Body>

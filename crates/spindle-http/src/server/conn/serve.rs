@@ -9,18 +9,20 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
-use super::close::{spawn_closing, GoAway};
-use super::HyperConn;
-use crate::handler::Respond;
-use crate::server::{ConnectionGuard, Shared};
-use crate::service::REFUSALS_BEFORE_GOAWAY;
-use crate::socket;
-use crate::watch::ShutdownWatch;
+use spindle::graceful::{ConnectionGuard, Watch};
+use spindle::hyper_exec::TaskExecutor;
+
+use crate::server::conn::close::{spawn_closing, GoAway};
+use crate::server::counters::Counters;
+use crate::server::handler::Respond;
+use crate::server::service::{Service, REFUSALS_BEFORE_GOAWAY};
+use crate::server::shared::Shared;
+use crate::transport::socket;
 
 /// What the serving phase starts from.
 pub(super) struct Serving<H: Respond> {
     pub(super) conn: HyperConn<H>,
-    pub(super) handle: socket::IoHandle,
+    pub(super) handle: socket::IoHandle<Counters>,
 }
 
 /// The serving phase: hyper's connection driven to its end (see [`Serve`]).
@@ -33,7 +35,7 @@ pub(super) fn serve<H: Respond>(
     let http2 = matches!(serving, Some(Serving { conn: HyperConn::Http2(_), .. }));
     let send =
         shared.config.http2_send_timeout.filter(|_| http2).map(|d| (spindle::time::sleep_future(d), 0));
-    let watch = ShutdownWatch::new(shared);
+    let watch = Watch::new(shared);
     Serve { serving, watch, active: Some(active), idle, send, draining: false, finished: None }
 }
 
@@ -49,7 +51,7 @@ enum End {
 
 /// The future of the serving phase: drives hyper's connection future until it ends, the
 /// connection has been idle for `idle_timeout`, or shutdown closes it, and drains the
-/// coalescing buffer each time hyper has done all it can (see `socket.rs`). Under HTTP/2 it
+/// coalescing buffer each time hyper has done all it can (module `transport::socket`). Under HTTP/2 it
 /// also closes a connection whose responses are stalled on the client's window
 /// (`http2_send_timeout`, module `meter`) or whose client keeps opening streams that are
 /// refused (module `service`).
@@ -61,8 +63,8 @@ enum End {
 pub(super) struct Serve<H: Respond> {
     /// hyper's connection and the socket; `None` once finished (or never opened).
     serving: Option<Serving<H>>,
-    /// Shutdown, and the server's state (`watch.shared()`).
-    watch: ShutdownWatch<Arc<Shared<H>>>,
+    /// Shutdown, and the server's state (`watch.source()`).
+    watch: Watch<Arc<Shared<H>>>,
     /// Counts the connection until it ends (handed to the lingering close, if any).
     active: Option<ConnectionGuard>,
     /// The idle timer and the progress seen when it last fired. It fires every
@@ -86,10 +88,10 @@ impl<H: Respond> Serve<H> {
         let Some(Serving { conn, handle }) = &mut self.serving else {
             return Poll::Ready(End::Driver(GoAway::Idle));
         };
-        let state = handle.counters();
+        let state = handle.attached();
         let http2 = matches!(conn, HyperConn::Http2(_));
         if self.finished.is_none() {
-            if !self.draining && self.watch.poll(cx) {
+            if !self.draining && self.watch.poll_triggered(cx).is_ready() {
                 // Graceful: an idle connection closes now, a busy one after its response.
                 // hyper closes idle keep-alive connections itself, but waits for the first
                 // request on a connection that has not had one yet: close those here.
@@ -119,7 +121,7 @@ impl<H: Respond> Serve<H> {
             Poll::Pending => {}
         }
         if let (Some((sleep, seen)), Some(timeout)) =
-            (&mut self.idle, self.watch.shared().config.idle_timeout)
+            (&mut self.idle, self.watch.source().config.idle_timeout)
         {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
                 let progress = handle.progress();
@@ -131,7 +133,7 @@ impl<H: Respond> Serve<H> {
             }
         }
         if let (Some((sleep, seen)), Some(timeout)) =
-            (&mut self.send, self.watch.shared().config.http2_send_timeout)
+            (&mut self.send, self.watch.source().config.http2_send_timeout)
         {
             while Pin::new(&mut *sleep).poll(cx).is_ready() {
                 let writes = handle.writes();
@@ -208,5 +210,36 @@ fn error_status(e: &hyper::Error) -> Option<&'static str> {
         }
     } else {
         Some("400 Bad Request")
+    }
+}
+
+/// hyper's connection future for either protocol. The HTTP/1 one inline (every connection
+/// task has room for it anyway), the larger HTTP/2 one boxed (see above).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum HyperConn<H: Respond> {
+    Http1(hyper::server::conn::http1::Connection<socket::Io<Counters>, Service<H>>),
+    Http2(Pin<Box<Http2Conn<H>>>),
+}
+
+/// hyper's HTTP/2 connection future.
+type Http2Conn<H> = hyper::server::conn::http2::Connection<socket::Io<Counters>, Service<H>, TaskExecutor>;
+
+impl<H: Respond> HyperConn<H> {
+    pub(super) fn graceful_shutdown(&mut self) {
+        match self {
+            HyperConn::Http1(c) => Pin::new(c).graceful_shutdown(),
+            HyperConn::Http2(c) => c.as_mut().graceful_shutdown(),
+        }
+    }
+}
+
+impl<H: Respond> Future for HyperConn<H> {
+    type Output = Result<(), hyper::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            HyperConn::Http1(c) => Pin::new(c).poll(cx),
+            HyperConn::Http2(c) => c.as_mut().poll(cx),
+        }
     }
 }

@@ -17,7 +17,7 @@
 //!   replayed to hyper: the hand-off first writes every answer given here, then passes the
 //!   unread bytes, so hyper starts exactly at the request it was handed.
 //! - **Bounded memory.** The output buffer is written out when it passes
-//!   [`COALESCE_LIMIT`] (module `socket`; larger body pieces go to the socket without a
+//!   [`COALESCE_LIMIT`] (module `transport::socket`; larger body pieces go to the socket without a
 //!   copy), and before every wait for the client; a head still incomplete past
 //!   [`MAX_PARTIAL`] bytes is handed to hyper, which applies the server's limits, and so is
 //!   a request whose body did not come with its head or would not fit in [`MAX_PARTIAL`]
@@ -56,12 +56,13 @@ use spindle::time::Sleep;
 
 use self::encode::{BodyShape, Framing};
 use self::head::Parsed;
-use crate::handler::{Busy, Respond};
-use crate::server::Shared;
-use crate::service::{Origin, Peer};
-use crate::socket::COALESCE_LIMIT;
-use crate::watch::ShutdownWatch;
-use crate::Body;
+use spindle::graceful::Watch;
+
+use crate::server::handler::{Busy, Respond};
+use crate::server::origin::{Origin, Peer};
+use crate::server::shared::Shared;
+use crate::transport::body::Body;
+use crate::transport::socket::COALESCE_LIMIT;
 
 /// The longest incomplete head this path waits on, and the longest request (head and body)
 /// it serves; past it hyper takes the connection.
@@ -116,7 +117,7 @@ pub(crate) fn serve<H: Respond>(
         idle: Idle::new(config.idle_timeout),
         header_timeout: config.header_read_timeout,
         header: None,
-        watch: ShutdownWatch::new(shared),
+        watch: Watch::new(shared),
     };
     if conn.buf.is_empty() {
         conn.arm_header_timeout(); // the first request's head, when no sniff bounded it
@@ -144,8 +145,8 @@ pub(crate) fn serve<H: Respond>(
                 at += len;
                 conn.header = None;
                 let head_request = req.method() == Method::HEAD;
-                let handler = &conn.watch.shared().handler;
-                let Ok(res) = crate::trace::respond(handler, req, Busy::untracked(), &origin).await;
+                let handler = &conn.watch.source().handler;
+                let Ok(res) = crate::server::trace::respond(handler, req, Busy::untracked(), &origin).await;
                 let close = asked_close || !keep_alive || conn.shutting_down();
                 // The head and a body in memory go into the output buffer here; what cannot (a
                 // large body, a stream) is written by futures boxed apart: they are rare, and this
@@ -218,7 +219,7 @@ struct Conn<H> {
     header_timeout: Option<Duration>,
     /// The header read timeout, armed while a head is incomplete.
     header: Option<Sleep>,
-    watch: ShutdownWatch<Arc<Shared<H>>>,
+    watch: Watch<Arc<Shared<H>>>,
 }
 
 impl<H> Conn<H> {
@@ -232,7 +233,7 @@ impl<H> Conn<H> {
     }
 
     fn shutting_down(&self) -> bool {
-        self.watch.shared().shutdown.is_triggered()
+        self.watch.source().drain.is_triggered()
     }
 
     fn arm_header_timeout(&mut self) {
@@ -259,7 +260,7 @@ impl<H> Conn<H> {
                 idle.progress += 1;
                 return polled;
             }
-            if watch.poll(cx) {
+            if watch.poll_triggered(cx).is_ready() {
                 return Poll::Ready(Err(io::Error::other("server shutting down")));
             }
             if header.as_mut().is_some_and(|h| Pin::new(h).poll(cx).is_ready()) || idle.expired(cx) {
@@ -457,15 +458,17 @@ impl Idle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Request, Response};
+    use crate::server::config::Config;
+    use crate::server::handler::Blocking;
+    use hyper::{Request, Response};
 
     /// What every connection on this path keeps besides its task and the bytes it has read
     /// and not yet served: its future (in a box of its own), idle ones included. Rare,
     /// large states (the hand-off, streamed and large bodies) are boxed apart.
     #[test]
     fn the_connection_future_stays_small() {
-        let handler = crate::handler::Blocking(Arc::new(|_req: Request<Body>| Response::new("hi")));
-        let shared = Arc::new(crate::Builder::new().shared(handler));
+        let handler = Blocking(Arc::new(|_req: Request<Body>| Response::new("hi")));
+        let shared = Arc::new(Shared::new(handler, Config::default()));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (accepted, _) = listener.accept().unwrap();

@@ -10,7 +10,7 @@
 //!   the woken tasks itself (spindle's "no reactor left unread while a worker idles"). So a
 //!   busy worker holds up only the fiber or task it is running, not the accepts or the other
 //!   connections.
-//! - **Counted.** The loop and each connection hold an `ActiveGuard` until they end, so that
+//! - **Counted.** The loop and each connection hold a guard of the server's drain (`spindle::graceful`) until they end, so that
 //!   a graceful shutdown waits for them.
 
 use std::future::poll_fn;
@@ -18,19 +18,19 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use spindle::graceful::Watch;
 use spindle::net::TcpListener;
 
-use crate::handler::Respond;
-use crate::server::Shared;
-use crate::watch::ShutdownWatch;
+use crate::server::handler::Respond;
+use crate::server::shared::Shared;
 
 /// Accepts on `listener` until shutdown, spawning a task per connection.
 pub(crate) async fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<Shared<H>>) {
-    let _active = shared.active.enter();
-    let mut watch = ShutdownWatch::new(&*shared);
+    let _active = shared.drain.enter();
+    let mut watch = Watch::new(&*shared);
     loop {
         let accepted = poll_fn(|cx| {
-            if watch.poll(cx) {
+            if watch.poll_triggered(cx).is_ready() {
                 return Poll::Ready(None);
             }
             listener.poll_accept(cx).map(Some)
@@ -39,10 +39,10 @@ pub(crate) async fn accept_loop<H: Respond>(listener: TcpListener, shared: Arc<S
         match accepted {
             None => break,
             Some(Ok((stream, peer))) => {
-                let active = shared.active.enter_connection();
-                let serve = crate::conn::serve_connection(stream, Some(peer), shared.clone(), active);
+                let active = shared.drain.enter_connection();
+                let serve = crate::server::conn::serve_connection(stream, Some(peer), shared.clone(), active);
                 // Batched: woken by its streams and handlers, it runs after the tasks already
-                // queued (module `exec`).
+                // queued (module `builder`, `STREAMS`).
                 drop(spindle::task::Builder::new().batched(true).spawn(serve));
             }
             Some(Err(e)) => {

@@ -1,5 +1,6 @@
-//! HTTPS (feature `tls`): the server side of TLS with rustls, and the connection transport
-//! that is either a plain socket or a TLS stream.
+//! HTTPS (feature `tls`): the server side of TLS with rustls ([`TlsConfig`], the handshake's
+//! acceptor); the stream it makes is one of the connection's transports (module
+//! `transport::stream`).
 //!
 //! rustls is driven through `futures-rustls` over spindle's `TcpStream`, which implements the
 //! futures-io traits: the handshake and every record are plain futures polled by the
@@ -26,6 +27,8 @@ use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::transport::stream::ServerStream;
 
 /// The TLS settings of a server: its certificate chain and key (or a whole rustls
 /// `ServerConfig`), and how long a client has to finish the handshake.
@@ -115,9 +118,6 @@ impl fmt::Debug for TlsConfig {
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
-
-/// A server-side TLS stream over a spindle socket.
-pub(crate) type ServerStream = futures_rustls::server::TlsStream<spindle::net::TcpStream>;
 
 /// Whether the client and server agreed on HTTP/2 by ALPN.
 pub(crate) fn negotiated_h2(stream: &ServerStream) -> bool {

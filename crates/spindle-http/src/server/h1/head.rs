@@ -25,7 +25,7 @@ use hyper::header::{
 };
 use hyper::{HeaderMap, Method, Request, Uri, Version};
 
-use crate::Body;
+use crate::transport::body::Body;
 
 /// The most header fields this path parses in place (an array on the stack, left
 /// uninitialised); a head with more goes to hyper, which applies the server's limit.
@@ -90,7 +90,7 @@ pub(crate) fn parse(data: &Bytes, from: usize, limits: &Limits) -> Parsed {
         if name == HOST {
             // Empty is allowed (a target without an authority).
             hosts += 1;
-            if !field.value.is_empty() && !crate::limits::valid_host(field.value) {
+            if !field.value.is_empty() && !crate::server::precheck::valid_host(field.value) {
                 return Parsed::Handoff;
             }
         } else if name == CONTENT_LENGTH {

@@ -13,12 +13,12 @@ use std::task::{Context, Poll};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
-use crate::service::Origin;
-use crate::socket::{CountersRef, WeakCounters};
-use crate::Body;
+use crate::server::counters::{CountersRef, WeakCounters};
+use crate::server::origin::Origin;
+use crate::transport::body::Body;
 
 /// Counts one running handler in its connection's
-/// [`Counters::busy`](crate::service::Counters::busy) while alive: a blocking handler's fiber
+/// [`Counters::busy`](crate::server::counters::Counters::busy) while alive: a blocking handler's fiber
 /// holds it until the fiber ends, even after its stream was reset (the handler then still
 /// holds a worker's time or memory until its next park, where it is cancelled). Holds the
 /// counters weakly: a handler that outlives its connection does not keep its socket open.

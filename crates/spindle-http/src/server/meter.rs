@@ -36,8 +36,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 
-use crate::socket::WeakCounters;
-use crate::{Body, BoxError};
+use crate::server::counters::WeakCounters;
+use crate::transport::body::{Body, BoxError};
 
 /// The most bytes a metered body hands out a pull: one HTTP/2 frame of the default size.
 pub(crate) const CHUNK: usize = 16 * 1024;
@@ -168,15 +168,18 @@ impl Drop for Metered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::counters::Counters;
+    use crate::transport::socket::{self, IoHandle};
+    use crate::transport::stream::Transport;
     use http_body_util::BodyExt;
 
-    fn counters() -> (crate::socket::IoHandle, WeakCounters) {
+    fn counters() -> (IoHandle<Counters>, WeakCounters) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (accepted, _) = listener.accept().unwrap();
         let stream = spindle::net::TcpStream::from_std(accepted).unwrap();
-        let (_io, handle) = crate::socket::new(crate::socket::Transport::Plain(stream), false, Vec::new());
-        let weak = handle.counters_ref().downgrade();
+        let (_io, handle) = socket::new::<Counters>(Transport::Plain(stream), false, Vec::new());
+        let weak = handle.attached_ref().downgrade();
         (handle, weak)
     }
 
@@ -184,7 +187,7 @@ mod tests {
     fn a_large_buffer_is_handed_out_a_chunk_at_a_time_and_counted_until_gone() {
         let (handle, weak) = counters();
         let body = meter(Body::from(vec![7u8; 3 * CHUNK + 5]), &weak);
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), (3 * CHUNK + 5) as u64);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), (3 * CHUNK + 5) as u64);
         let mut body = std::pin::pin!(body);
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
@@ -192,12 +195,12 @@ mod tests {
         while let Poll::Ready(Some(frame)) = body.as_mut().poll_frame(&mut cx) {
             sizes.push(frame.unwrap().into_data().unwrap().len());
             let left = (3 * CHUNK + 5 - sizes.iter().sum::<usize>()) as u64;
-            assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), left);
+            assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), left);
             // Waiting for the next pull (the peer's window) unless that was the last chunk.
-            assert_eq!(handle.counters().stalled.load(Ordering::Relaxed), u32::from(left > 0));
+            assert_eq!(handle.attached().stalled.load(Ordering::Relaxed), u32::from(left > 0));
         }
         assert_eq!(sizes, [CHUNK, CHUNK, CHUNK, 5]);
-        assert_eq!(handle.counters().stalled.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.attached().stalled.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -207,11 +210,11 @@ mod tests {
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         assert!(Pin::new(&mut body).poll_frame(&mut cx).is_ready());
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), (3 * CHUNK) as u64);
-        assert_eq!(handle.counters().stalled.load(Ordering::Relaxed), 1);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), (3 * CHUNK) as u64);
+        assert_eq!(handle.attached().stalled.load(Ordering::Relaxed), 1);
         drop(body);
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), 0);
-        assert_eq!(handle.counters().stalled.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.attached().stalled.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -219,7 +222,7 @@ mod tests {
         let (handle, weak) = counters();
         let small = meter(Body::from(vec![0u8; CHUNK]), &weak);
         assert_eq!(format!("{small:?}"), format!("Body({CHUNK})"), "a small known body is left as it is");
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), 0);
         // A stream of unknown size whose producer hands one large frame: sliced, and the rest
         // counted while it is held here.
         let mut stream = meter(Body::wrap(OneFrame(Some(Bytes::from(vec![2u8; 2 * CHUNK])))), &weak);
@@ -227,10 +230,10 @@ mod tests {
         let mut cx = Context::from_waker(waker);
         let Poll::Ready(Some(Ok(first))) = Pin::new(&mut stream).poll_frame(&mut cx) else { panic!() };
         assert_eq!(first.into_data().unwrap().len(), CHUNK);
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), CHUNK as u64);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), CHUNK as u64);
         let collected = spindle::task::block_on(stream.collect());
         assert_eq!(collected.unwrap().to_bytes().len(), CHUNK);
-        assert_eq!(handle.counters().unsent.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.attached().unsent.load(Ordering::Relaxed), 0);
     }
 
     /// A body of unknown size that yields one data frame.

@@ -6,11 +6,15 @@ use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::exec::TaskExec;
-use crate::handler::{self, Respond};
-use crate::limits::{BodyLimits, MinRate};
-use crate::server::{Control, Server, Shared, ShutdownHandle, ShutdownState};
-use crate::{accept, Body, Request, Response};
+use hyper::{Request, Response};
+
+use crate::server::accept;
+use crate::server::config::{Accept, Config};
+use crate::server::handler::{self, Respond};
+use crate::server::running::{Server, ShutdownHandle};
+use crate::server::shared::Shared;
+use crate::transport::body::{Body, BoxError};
+use crate::transport::limits::MinRate;
 
 /// Server settings. The defaults suit a server facing the internet: request headers of at
 /// most 64 KiB and 100 fields, 30 s to send them, bodies of at most 2 MiB sent at 240 B/s or
@@ -21,59 +25,6 @@ pub struct Builder {
     config: Config,
 }
 
-/// How a server with several workers accepts connections and spreads them over the workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Accept {
-    /// One spindle runtime with `workers` worker threads, one `SO_REUSEPORT` listener and
-    /// accept task per worker (the kernel spreads connections over the listeners by a hash of
-    /// their addresses); connections move between workers as with `RoundRobin`.
-    ReusePort,
-    /// One spindle runtime with `workers` worker threads and one listener, whose accept task
-    /// spawns each connection as a `Send` task: whichever worker is free serves it, request
-    /// by request (a connection is not tied to a worker between requests).
-    RoundRobin,
-    /// `workers` separate single-worker spindle runtimes, each with its own `SO_REUSEPORT`
-    /// listener (the first design; nothing shared between workers, so nothing moves).
-    Runtimes,
-}
-
-/// hyper's own limit on header fields when none is set (`proto::h1::role::DEFAULT_MAX_HEADERS`).
-const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
-
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    workers: usize,
-    accept: Accept,
-    pub(crate) keep_alive: bool,
-    pub(crate) http2: bool,
-    pub(crate) http1_fast_path: bool,
-    pub(crate) max_concurrent_streams: u32,
-    pub(crate) http2_max_unsent: u64,
-    pub(crate) http2_send_timeout: Option<Duration>,
-    pub(crate) pipeline_flush: bool,
-    max_buf_size: usize,
-    max_header_size: usize,
-    pub(crate) max_headers: usize,
-    pub(crate) body_limits: BodyLimits,
-    pub(crate) header_read_timeout: Option<Duration>,
-    pub(crate) idle_timeout: Option<Duration>,
-    shutdown_timeout: Duration,
-    pub(crate) nodelay: bool,
-    pub(crate) stack_size: usize,
-    shutdown_on: Option<spindle::shutdown::ShutdownToken>,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<crate::tls::TlsConfig>,
-}
-
-impl Config {
-    /// The largest request head hyper accepts (`431` beyond): the smaller of its buffer and
-    /// header limits.
-    pub(crate) fn head_limit(&self) -> usize {
-        self.max_buf_size.min(self.max_header_size)
-    }
-}
-
 impl Default for Builder {
     fn default() -> Self {
         Builder::new()
@@ -82,31 +33,7 @@ impl Default for Builder {
 
 impl Builder {
     pub fn new() -> Builder {
-        Builder {
-            config: Config {
-                workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-                accept: Accept::RoundRobin,
-                keep_alive: true,
-                http2: true,
-                http1_fast_path: true,
-                max_concurrent_streams: 100,
-                http2_max_unsent: 4 << 20,
-                http2_send_timeout: Some(Duration::from_secs(10)),
-                pipeline_flush: true,
-                max_buf_size: 64 * 1024,
-                max_header_size: 64 * 1024,
-                max_headers: 100,
-                body_limits: BodyLimits { max_size: Some(2 << 20), min_rate: Some(MinRate::default()) },
-                header_read_timeout: Some(Duration::from_secs(30)),
-                idle_timeout: Some(Duration::from_secs(60)),
-                shutdown_timeout: Duration::from_secs(30),
-                nodelay: true,
-                stack_size: spindle::DEFAULT_STACK_SIZE,
-                shutdown_on: None,
-                #[cfg(feature = "tls")]
-                tls: None,
-            },
-        }
+        Builder { config: Config::default() }
     }
 
     /// Worker threads, spread over as [`Builder::accept`] says. Default: one per CPU this
@@ -173,7 +100,7 @@ impl Builder {
     /// Serves HTTPS: every connection is TLS (rustls), HTTP/2 or HTTP/1.1 chosen by ALPN
     /// (feature `tls`). See [`TlsConfig`](crate::TlsConfig).
     #[cfg(feature = "tls")]
-    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Builder {
+    pub fn tls(mut self, tls: crate::server::tls::TlsConfig) -> Builder {
         self.config.tls = Some(tls);
         self
     }
@@ -340,47 +267,15 @@ impl Builder {
     where
         S: tower_service::Service<Request<Body>, Response = Response<B>> + Clone + Send + Sync + 'static,
         S::Future: Send + 'static,
-        S::Error: Into<crate::BoxError>,
+        S::Error: Into<BoxError>,
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<crate::BoxError>,
+        B::Error: Into<BoxError>,
     {
-        self.start(addr, handler::Async(move |req| crate::tower::call(service.clone(), req)))
-    }
-
-    /// The state the server's tasks share: the settings, the handler and hyper's builders.
-    pub(crate) fn shared<H: Respond>(self, handler: H) -> Shared<H> {
-        #[allow(unused_mut)]
-        let mut config = self.config;
-        #[cfg(feature = "tls")]
-        {
-            config.tls = config.tls.map(|tls| tls.with_alpn(config.http2));
-        }
-        let mut http = hyper::server::conn::http1::Builder::new();
-        // Capped: hyper adds the timeout to an `Instant` itself, which panics for
-        // `Duration::MAX` ("no limit"); capped, it is a deadline 35,000 years away.
-        let header_read_timeout = config.header_read_timeout.map(|t| t.min(spindle::time::NEVER));
-        http.timer(spindle::hyper_rt::Timer)
-            .keep_alive(config.keep_alive)
-            .max_buf_size(config.max_buf_size)
-            .max_header_size(config.max_header_size)
-            .header_read_timeout(header_read_timeout);
-        let mut http2 = hyper::server::conn::http2::Builder::new(TaskExec);
-        http2
-            .timer(spindle::hyper_rt::Timer)
-            .max_header_list_size(u32::try_from(config.max_header_size).unwrap_or(u32::MAX))
-            .max_concurrent_streams(config.max_concurrent_streams)
-            .max_send_buf_size(config.max_buf_size);
-        if config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
-            // Only when it differs: with a limit set, hyper fills its header arrays element by
-            // element for every request (`smallvec![uninit; n]`); at its default it uses an
-            // uninitialised inline array, which is cheaper per request.
-            http.max_headers(config.max_headers);
-        }
-        Shared { handler, http, http2, shutdown: ShutdownState::default(), active: Arc::default(), config }
+        self.start(addr, handler::Async(move |req| crate::server::tower::call(service.clone(), req)))
     }
 
     fn start<H: Respond>(self, addr: impl ToSocketAddrs, handler: H) -> io::Result<Server> {
-        let shared = Arc::new(self.shared(handler));
+        let shared = Arc::new(Shared::new(handler, self.config));
         let config = shared.config.clone();
         // Listeners first, on this thread: a bind error is returned before any thread starts.
         let n = config.workers;
@@ -416,14 +311,21 @@ impl Builder {
                 runtimes.push(rt);
             }
         }
-        let control: Arc<dyn Control> = shared;
+        let drain = shared.drain.clone();
         if let (Some(token), Some(rt)) = (config.shutdown_on.clone(), runtimes.first()) {
-            let handle = ShutdownHandle { control: control.clone() };
+            let handle = ShutdownHandle { drain: drain.clone() };
             rt.spawn(move || {
                 token.wait();
                 handle.trigger();
             });
         }
-        Ok(Server { local_addr, control, runtimes, shutdown_timeout: config.shutdown_timeout })
+        Ok(Server { local_addr, drain, _state: shared, runtimes, shutdown_timeout: config.shutdown_timeout })
+    }
+}
+
+impl Server {
+    /// A [`Builder`] with the default settings.
+    pub fn builder() -> Builder {
+        Builder::new()
     }
 }

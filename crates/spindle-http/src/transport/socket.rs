@@ -11,7 +11,7 @@
 //!   growing the server's memory. A write of at least `COALESCE_LIMIT` bytes goes to the
 //!   socket directly (no copy) once the buffer is empty.
 //! - **Nothing stranded**: hyper's `poll_flush` on this type only defers; the connection
-//!   driver (`conn.rs`) calls [`IoHandle::poll_drain`] every time the connection future
+//!   driver (module `server::conn`) calls [`IoHandle::poll_drain`] every time the connection future
 //!   returns `Pending` and before it finishes, and `poll_shutdown` drains too. So bytes sit
 //!   in the buffer only while hyper is still running in the same poll, or while the socket
 //!   is full.
@@ -30,9 +30,10 @@
 //!   fixed when the connection is made. HTTP/2 flushes and drains about five times a
 //!   request: ~180 instructions a request (callgrind, h2c hello) of locking and looking at
 //!   an empty buffer.
-//! - **One allocation per connection**: the same `Arc` holds the connection's [`Counters`]
-//!   (atomics, outside the lock): the service holds it strongly ([`CountersRef`], it lives in
-//!   hyper's connection, in the task), a running handler weakly ([`WeakCounters`]: a handler
+//! - **One allocation per connection**: the same `Arc` holds what the connection's owner
+//!   attaches to the socket (`C`: a server connection's counters, module `server::counters`;
+//!   nothing for a client's), outside the lock: the service holds it strongly ([`Attached`], it
+//!   lives in hyper's connection, in the task), a running handler weakly ([`WeakAttached`]: a handler
 //!   that outlives its connection, in an HTTP/2 stream's task, does not keep the socket open).
 //!
 //! - **Whole frames or nothing**: the driver may end an HTTP/2 connection itself (idle,
@@ -57,7 +58,7 @@ use std::task::{Context, Poll};
 
 use spindle::net::TcpStream;
 
-use crate::service::Counters;
+use crate::transport::stream::Transport;
 
 /// The most bytes the coalescing buffer holds.
 pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
@@ -65,106 +66,6 @@ pub(crate) const COALESCE_LIMIT: usize = 32 * 1024;
 thread_local! {
     /// This thread's spare coalescing buffer (empty; see the module doc).
     static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-/// The byte stream under hyper: a plain socket, or TLS over one.
-pub(crate) enum Transport {
-    Plain(TcpStream),
-    #[cfg(feature = "tls")]
-    Tls(Box<crate::tls::ServerStream>),
-    #[cfg(feature = "tls")]
-    TlsClient(Box<futures_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl Transport {
-    fn poll_read(&mut self, cx: &mut Context<'_>, buf: hyper::rt::ReadBufCursor<'_>) -> Poll<io::Result<()>> {
-        match self {
-            Transport::Plain(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => tls_read(&mut **s, cx, buf),
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => tls_read(&mut **s, cx, buf),
-        }
-    }
-
-    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        match self {
-            Transport::Plain(s) => hyper::rt::Write::poll_write(Pin::new(s), cx, data),
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_write(Pin::new(&mut **s), cx, data),
-        }
-    }
-
-    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        match self {
-            Transport::Plain(s) => hyper::rt::Write::poll_write_vectored(Pin::new(s), cx, bufs),
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs),
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => {
-                futures_io::AsyncWrite::poll_write_vectored(Pin::new(&mut **s), cx, bufs)
-            }
-        }
-    }
-
-    /// Pushes out what the transport itself buffered (TLS records); a no-op for a socket.
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self {
-            Transport::Plain(_) => {
-                let _ = cx;
-                Poll::Ready(Ok(()))
-            }
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_flush(Pin::new(&mut **s), cx),
-        }
-    }
-
-    /// Ends the transport's own protocol: TLS sends `close_notify` and half-closes; a plain
-    /// socket is left open (closing it ends the connection anyway, and after a parse error
-    /// the driver still writes and lingers, conn.rs).
-    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self {
-            Transport::Plain(_) => {
-                let _ = cx;
-                Poll::Ready(Ok(()))
-            }
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => futures_io::AsyncWrite::poll_close(Pin::new(&mut **s), cx),
-        }
-    }
-
-    /// The TCP socket underneath.
-    pub(crate) fn into_tcp(self) -> TcpStream {
-        match self {
-            Transport::Plain(s) => s,
-            #[cfg(feature = "tls")]
-            Transport::Tls(s) => s.into_inner().0,
-            #[cfg(feature = "tls")]
-            Transport::TlsClient(s) => s.into_inner().0,
-        }
-    }
-}
-
-/// A TLS read into hyper's buffer. rustls copies plaintext out of its own buffer; `buf` is
-/// uninitialised memory, which this crate (no `unsafe`) cannot hand out as `&mut [u8]`: go
-/// through a small stack buffer.
-#[cfg(feature = "tls")]
-fn tls_read<S: futures_io::AsyncRead + Unpin>(
-    s: &mut S,
-    cx: &mut Context<'_>,
-    mut buf: hyper::rt::ReadBufCursor<'_>,
-) -> Poll<io::Result<()>> {
-    let mut chunk = [0u8; 4096];
-    let want = buf.remaining().min(chunk.len());
-    let n = std::task::ready!(futures_io::AsyncRead::poll_read(Pin::new(s), cx, &mut chunk[..want]))?;
-    buf.put_slice(&chunk[..n]);
-    Poll::Ready(Ok(()))
 }
 
 struct Inner {
@@ -184,9 +85,9 @@ struct Inner {
 }
 
 /// What hyper's side, the driver's and the service share (see "one allocation per connection").
-struct Shared {
+struct Shared<C> {
     inner: Mutex<Inner>,
-    counters: Counters,
+    attached: C,
     /// Small writes are coalesced ("bounded"); fixed when the connection is made.
     coalesce: bool,
     /// Nothing to flush or drain, ever ("flushless plain sockets").
@@ -194,46 +95,53 @@ struct Shared {
 }
 
 /// The socket side given to hyper.
-pub(crate) struct Io {
-    shared: Arc<Shared>,
+pub(crate) struct Io<C = ()> {
+    shared: Arc<Shared<C>>,
 }
 
 /// The driver's handle on the same socket: drains the coalescing buffer, counts progress,
 /// and gives the stream back when hyper is done.
-pub(crate) struct IoHandle {
-    shared: Arc<Shared>,
+pub(crate) struct IoHandle<C = ()> {
+    shared: Arc<Shared<C>>,
 }
 
-/// The connection's counters, held strongly (by its service).
-pub(crate) struct CountersRef(Arc<Shared>);
+/// What the connection's owner attached to the socket, held strongly (by a server
+/// connection's service).
+pub(crate) struct Attached<C>(Arc<Shared<C>>);
 
-/// The connection's counters, held weakly (by a running handler, a metered body).
-#[derive(Clone)]
-pub(crate) struct WeakCounters(Weak<Shared>);
+/// What the connection's owner attached to the socket, held weakly (by a running handler, a
+/// metered body).
+pub(crate) struct WeakAttached<C>(Weak<Shared<C>>);
 
-impl Deref for CountersRef {
-    type Target = Counters;
-
-    fn deref(&self) -> &Counters {
-        &self.0.counters
+impl<C> Clone for WeakAttached<C> {
+    fn clone(&self) -> Self {
+        WeakAttached(self.0.clone())
     }
 }
 
-impl CountersRef {
-    pub(crate) fn downgrade(&self) -> WeakCounters {
-        WeakCounters(Arc::downgrade(&self.0))
+impl<C> Deref for Attached<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.0.attached
     }
 }
 
-impl WeakCounters {
-    /// Counters of no connection (`upgrade` never finds them).
-    pub(crate) fn none() -> WeakCounters {
-        WeakCounters(Weak::new())
+impl<C> Attached<C> {
+    pub(crate) fn downgrade(&self) -> WeakAttached<C> {
+        WeakAttached(Arc::downgrade(&self.0))
+    }
+}
+
+impl<C> WeakAttached<C> {
+    /// Of no connection (`upgrade` never finds it).
+    pub(crate) fn none() -> WeakAttached<C> {
+        WeakAttached(Weak::new())
     }
 
-    /// The counters, unless the connection is gone.
-    pub(crate) fn upgrade(&self) -> Option<CountersRef> {
-        self.0.upgrade().map(CountersRef)
+    /// The attached state, unless the connection is gone.
+    pub(crate) fn upgrade(&self) -> Option<Attached<C>> {
+        self.0.upgrade().map(Attached)
     }
 }
 
@@ -243,12 +151,11 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 
 /// A new connection socket: the `Io` for hyper and the driver's handle. `replay` holds
 /// bytes already read from the stream.
-pub(crate) fn new(stream: Transport, coalesce: bool, replay: Vec<u8>) -> (Io, IoHandle) {
+pub(crate) fn new<C: Default>(stream: Transport, coalesce: bool, replay: Vec<u8>) -> (Io<C>, IoHandle<C>) {
     let flushless = !coalesce && matches!(stream, Transport::Plain(_));
     let inner =
         Inner { stream, replay, replayed: 0, out: Vec::new(), sent: 0, progress: 0, mid_frame: false };
-    let shared =
-        Arc::new(Shared { inner: Mutex::new(inner), counters: Counters::default(), coalesce, flushless });
+    let shared = Arc::new(Shared { inner: Mutex::new(inner), attached: C::default(), coalesce, flushless });
     (Io { shared: shared.clone() }, IoHandle { shared })
 }
 
@@ -322,7 +229,7 @@ impl Inner {
     }
 }
 
-impl IoHandle {
+impl<C> IoHandle<C> {
     /// Writes out what hyper left in the coalescing buffer (see the module doc).
     pub(crate) fn poll_drain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.shared.flushless {
@@ -360,14 +267,14 @@ impl IoHandle {
         lock(&self.shared.inner).poll_drain(cx)
     }
 
-    /// The connection's counters.
-    pub(crate) fn counters(&self) -> &Counters {
-        &self.shared.counters
+    /// What the connection's owner attached to the socket.
+    pub(crate) fn attached(&self) -> &C {
+        &self.shared.attached
     }
 
-    /// A strong handle on the connection's counters, for its service.
-    pub(crate) fn counters_ref(&self) -> CountersRef {
-        CountersRef(self.shared.clone())
+    /// A strong handle on what the connection's owner attached, for its service.
+    pub(crate) fn attached_ref(&self) -> Attached<C> {
+        Attached(self.shared.clone())
     }
 
     /// The stream, once hyper's connection (which holds the other references: its `Io` and
@@ -378,7 +285,7 @@ impl IoHandle {
     }
 }
 
-impl hyper::rt::Read for Io {
+impl<C> hyper::rt::Read for Io<C> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -404,7 +311,7 @@ impl hyper::rt::Read for Io {
     }
 }
 
-impl hyper::rt::Write for Io {
+impl<C> hyper::rt::Write for Io<C> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let mut inner = lock(&self.shared.inner);
         if self.shared.coalesce {
@@ -470,16 +377,8 @@ impl hyper::rt::Write for Io {
     }
 }
 
+/// The size of a connection's shared state with `C` attached (its one allocation).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One allocation per connection for the socket and the counters: 200 bytes + 16 of
-    /// counts = 216, which glibc serves from a 224-byte chunk. With the `tls` feature the
-    /// transport is an enum of the plain socket and the boxed TLS streams: 8 bytes more.
-    #[test]
-    fn the_shared_state_stays_small() {
-        let bound = if cfg!(feature = "tls") { 208 } else { 200 };
-        assert!(std::mem::size_of::<Shared>() <= bound, "{}", std::mem::size_of::<Shared>());
-    }
+pub(crate) fn shared_size<C>() -> usize {
+    std::mem::size_of::<Shared<C>>()
 }

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use spindle::net::TcpStream;
 
-use crate::server::ConnectionGuard;
-use crate::socket;
+use spindle::graceful::ConnectionGuard;
+
+use crate::server::counters::Counters;
+use crate::transport::socket;
 
 /// Why the driver closed a connection, as an HTTP/2 GOAWAY says it (RFC 9113 §6.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +51,7 @@ impl GoAway {
 /// Closes a connection hyper served gently, in a task of its own that keeps it counted
 /// until the close ends: writes out the final frame queued on the socket, if `flush`, then
 /// closes as [`lingering_close`] does, all within the lingering close's time.
-pub(super) fn spawn_closing(handle: socket::IoHandle, flush: bool, active: ConnectionGuard) {
+pub(super) fn spawn_closing(handle: socket::IoHandle<Counters>, flush: bool, active: ConnectionGuard) {
     drop(spindle::task::spawn_async(async move {
         let _active = active;
         let mut deadline = spindle::time::sleep_future(LINGER_TIME);

@@ -12,9 +12,9 @@ use std::task::{Context, Poll};
 
 use hyper::{Request, Response};
 
-use crate::handler::{Busy, Respond};
-use crate::service::Origin;
-use crate::Body;
+use crate::server::handler::{Busy, Respond};
+use crate::server::origin::Origin;
+use crate::transport::body::Body;
 
 /// Calls `handler` for `req` inside the request's span (module doc).
 #[inline(always)]

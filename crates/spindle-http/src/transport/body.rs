@@ -9,7 +9,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 
-use crate::limits::Guarded;
+use crate::transport::limits::Guarded;
 
 /// The error type of body streams: whatever the underlying body reported.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
