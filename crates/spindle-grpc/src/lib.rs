@@ -85,11 +85,9 @@ pub struct ReadmeDoctests;
 mod channel;
 mod client;
 mod either;
-mod exec;
 mod limit;
 mod lock;
 mod server;
-mod signal;
 mod status;
 mod timeout;
 #[cfg(feature = "tls")]

@@ -108,7 +108,7 @@ fn manage(weak: Weak<Shared>) {
                     streams.store(conn.max_send_streams(), Ordering::Relaxed);
                     poll
                 });
-                match spindle::task::spawn_async(crate::exec::Deferred::new(run)).join() {
+                match spindle::task::spawn_async(spindle::hyper_exec::Deferred::new(run)).join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
                     Err(_) => {
@@ -144,7 +144,8 @@ fn manage(weak: Weak<Shared>) {
     }
 }
 
-type Connection<I> = hyper::client::conn::http2::Connection<Watched<I>, Body, crate::exec::Executor>;
+type Connection<I> =
+    hyper::client::conn::http2::Connection<Watched<I>, Body, spindle::hyper_exec::TaskExecutor>;
 
 /// A TLS connection's socket.
 #[cfg(feature = "tls")]
@@ -280,7 +281,8 @@ fn handshake<I>(
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut builder = hyper::client::conn::http2::Builder::new(crate::exec::Executor);
+    let mut builder =
+        hyper::client::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder

@@ -247,7 +247,7 @@ impl Server {
                 handle
                     .try_spawn_async(async move {
                         token.triggered().await;
-                        watched.signal.fire(spindle::time::deadline_after(grace));
+                        watched.signal.trigger_with_deadline(spindle::time::deadline_after(grace));
                     })
                     .map_err(io::Error::other)?,
             );
@@ -256,10 +256,10 @@ impl Server {
         let task_shared = shared.clone();
         let accept_task = handle
             .try_spawn_async(async move {
-                let mut shutdown = task_shared.signal.waiter();
+                let mut shutdown = spindle::graceful::Watch::new(task_shared.signal.clone());
                 loop {
                     let next = poll_fn(|cx| {
-                        if shutdown.poll(cx).is_ready() {
+                        if shutdown.poll_triggered(cx).is_ready() {
                             return Poll::Ready(None);
                         }
                         accept(cx).map(Some)
@@ -270,7 +270,7 @@ impl Server {
                         Some(Ok(conn)) => {
                             let guard = ConnGuard::new(&task_shared);
                             let fut = serve_connection(settings.clone(), task_shared.clone(), conn, guard);
-                            drop(spindle::task::spawn_async(crate::exec::Deferred::new(fut)));
+                            drop(spindle::task::spawn_async(spindle::hyper_exec::Deferred::new(fut)));
                         }
                         Some(Err(e)) => {
                             // Out of descriptors and the like: say so, wait a little, go on.

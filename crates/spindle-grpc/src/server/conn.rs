@@ -22,8 +22,8 @@ use super::layer::Routes;
 use super::serving::{ConnGuard, Shared};
 use super::trace::CallTrace;
 use crate::channel::{Channel, ResponseBody, ResponseFuture};
-use crate::signal::Waiter;
 use crate::wire::WireBody;
+use spindle::graceful::{Drain, Watch};
 
 /// An accepted connection.
 pub(super) enum Conn {
@@ -61,7 +61,7 @@ pub(super) async fn serve_connection(
         #[cfg(feature = "tls")]
         Conn::Tcp(io) if settings.tls.is_some() => {
             let tls = settings.tls.as_ref().expect("checked by the guard");
-            if let Some(io) = crate::tls::accept(tls, shared.signal.waiter(), io).await {
+            if let Some(io) = crate::tls::accept(tls, Watch::new(shared.signal.clone()), io).await {
                 drive(&settings, &shared, crate::tls::TlsIo(io)).await;
             }
         }
@@ -75,7 +75,8 @@ async fn drive<I>(settings: &ConnSettings, shared: &Arc<Shared>, io: I)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut builder = hyper::server::conn::http2::Builder::new(crate::exec::Executor);
+    let mut builder =
+        hyper::server::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder
@@ -93,14 +94,14 @@ where
     let service =
         ConnService { target: settings.target.clone(), shared: shared.clone(), activity: activity.clone() };
     let mut conn = pin!(builder.serve_connection(io, service));
-    let mut shutdown: Waiter = shared.signal.waiter();
+    let mut shutdown: Watch<Arc<Drain>> = Watch::new(shared.signal.clone());
     let mut draining = false;
     let mut cut: Option<spindle::time::Sleep> = None;
     let idle_timeout = settings.idle_timeout;
     let mut idle = idle_timeout.map(spindle::time::sleep_future);
     let mut idle_seen = activity.generation.load(Ordering::Relaxed);
     let result = poll_fn(|cx| {
-        if !draining && shutdown.poll(cx).is_ready() {
+        if !draining && shutdown.poll_triggered(cx).is_ready() {
             draining = true;
             conn.as_mut().graceful_shutdown();
             let deadline = shared.signal.deadline().unwrap_or_else(Instant::now);
@@ -108,7 +109,7 @@ where
         }
         if let Some(sleep) = cut.as_mut() {
             if Pin::new(sleep).poll(cx).is_ready() {
-                if shared.signal.is_fired() {
+                if shared.signal.is_triggered() {
                     shared.cut.fetch_add(1, Ordering::AcqRel);
                 }
                 return Poll::Ready(Err(None));

@@ -1,6 +1,6 @@
 //! A running server ([`Serving`]): its address, its counters ([`ServerStats`], kept in
 //! [`Shared`] by the accept task, the connection tasks and their calls) and its graceful
-//! shutdown ([`Serving::shutdown`], through the shutdown [`Signal`] every connection watches).
+//! shutdown ([`Serving::shutdown`], through the shutdown drain (`spindle::graceful::Drain`) every connection watches).
 //! It keeps module `server`'s invariants "counted while alive" ([`ConnGuard`], and the
 //! call guards of module `conn`) and "shutdown drains, then cuts" (the accept task and every
 //! connection watch [`Shared::signal`]; [`Serving::shutdown`] waits for their ends).
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::signal::Signal;
+use spindle::graceful::Drain;
 
 /// A listening address.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub(super) enum Local {
 /// The state a server's accept task, connection tasks and [`Serving`] share.
 #[derive(Debug, Default)]
 pub(super) struct Shared {
-    pub(super) signal: Arc<Signal>,
+    pub(super) signal: Arc<Drain>,
     pub(super) connections: AtomicUsize,
     pub(super) connections_total: AtomicU64,
     pub(super) calls: AtomicUsize,
@@ -107,7 +107,7 @@ impl Serving {
     /// Starts a graceful shutdown without waiting: the server stops accepting, every
     /// connection sends GOAWAY, and calls still running after `grace` are dropped.
     pub fn begin_shutdown(&self, grace: Duration) {
-        self.shared.signal.fire(spindle::time::deadline_after(grace));
+        self.shared.signal.trigger_with_deadline(spindle::time::deadline_after(grace));
     }
 
     /// Shuts down gracefully (see [`Serving::begin_shutdown`]) and waits until every

@@ -15,7 +15,7 @@ use spindle::net::TcpStream;
 
 use super::config::{ClientTlsConfig, ServerTlsConfig};
 use super::io::TlsIo;
-use crate::signal::Waiter;
+use spindle::graceful::{Drain, Watch};
 
 /// A server-side TLS stream over a spindle socket.
 pub(crate) type ServerStream = futures_rustls::server::TlsStream<TcpStream>;
@@ -26,7 +26,7 @@ pub(crate) type ClientStream = futures_rustls::client::TlsStream<TcpStream>;
 /// server's shutdown (`shutdown`, "bounded handshakes"); `None` when it failed (logged).
 pub(crate) async fn accept(
     config: &ServerTlsConfig,
-    mut shutdown: Waiter,
+    mut shutdown: Watch<std::sync::Arc<Drain>>,
     io: TcpStream,
 ) -> Option<ServerStream> {
     let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
@@ -39,7 +39,7 @@ pub(crate) async fn accept(
                 result.and_then(|stream| check_alpn(stream.get_ref().1.alpn_protocol()).map(|()| stream)),
             );
         }
-        if shutdown.poll(cx).is_ready() {
+        if shutdown.poll_triggered(cx).is_ready() {
             return Poll::Ready(Err(io::Error::other("server shutting down")));
         }
         if Pin::new(&mut deadline).poll(cx).is_ready() {

@@ -7,7 +7,7 @@
 //! - **Once per process.** The roots are read by rustls-native-certs (`SSL_CERT_FILE` and
 //!   `SSL_CERT_DIR` when either is set, else the distribution's bundle) at the first connection
 //!   attempt that needs them, and the outcome, the roots or the reason there are none, is kept
-//!   in [`ROOTS`] for every channel of the process. Each [`SystemRoots`] (one per
+//!   by `spindle::native_roots` for every client of the process (spindle-http's too). Each [`SystemRoots`] (one per
 //!   `native_roots` configuration, shared by its clones) then builds its rustls configuration
 //!   once from them.
 //! - **Never on a worker.** The load reads files: the manager fiber hands it to spindle's
@@ -25,9 +25,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use super::provider::provider;
-
-/// The process's outcome of loading the system's roots (module docs, "once per process").
-static ROOTS: OnceLock<Result<Arc<rustls::RootCertStore>, String>> = OnceLock::new();
 
 /// A client configuration trusting the system's roots, built at its first connection attempt.
 pub(crate) struct SystemRoots {
@@ -69,58 +66,23 @@ impl fmt::Debug for SystemRoots {
     }
 }
 
-/// The system's roots, loaded on the blocking pool unless the process has them already.
+/// The system's roots, loaded once per process on the blocking pool
+/// (`spindle::native_roots`), within `deadline`; the errors as an attempt reports them.
 fn roots(deadline: Instant) -> io::Result<Arc<rustls::RootCertStore>> {
-    let outcome = match ROOTS.get() {
-        Some(outcome) => outcome.clone(),
-        None => match spindle::spawn_blocking(|| ROOTS.get_or_init(load).clone()).join_deadline(deadline) {
-            Ok(Ok(outcome)) => outcome,
-            // The runtime shut down before the job ran, or it panicked: not kept.
-            Ok(Err(e)) => {
-                return Err(io::Error::other(format!("loading the system's root certificates: {e}")))
-            }
-            // The job goes on and keeps its outcome for the next attempt.
-            Err(_running) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the system's root certificates were not loaded within the connect timeout",
-                ))
-            }
-        },
-    };
-    outcome.map_err(|why| {
-        io::Error::new(
+    use spindle::native_roots::RootsError;
+    spindle::native_roots::load_until(deadline, "spindle_grpc").map_err(|e| match e {
+        RootsError::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the system's root certificates were not loaded within the connect timeout",
+        ),
+        RootsError::NotFound(why) => io::Error::new(
             io::ErrorKind::NotFound,
             format!(
                 "no trusted root certificate found on this system ({why}); set SSL_CERT_FILE to a PEM file \
                  of CA certificates (or SSL_CERT_DIR to a directory of them), or give the endpoint the \
                  authorities to trust: Endpoint::tls(ClientTlsConfig::from_ca_pem(..))"
             ),
-        )
+        ),
+        other => io::Error::other(other.to_string()),
     })
-}
-
-/// Reads the system's roots (on a blocking-pool thread).
-fn load() -> Result<Arc<rustls::RootCertStore>, String> {
-    let found = rustls_native_certs::load_native_certs();
-    let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-    let mut roots = rustls::RootCertStore::empty();
-    let (added, ignored) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        return Err(if errors.is_empty() {
-            "no certificate in the store".to_owned()
-        } else {
-            errors.join("; ")
-        });
-    }
-    if !errors.is_empty() {
-        log::warn!(
-            "spindle-grpc: loaded {added} system root certificate(s), but some of the store could not be read: {}",
-            errors.join("; ")
-        );
-    }
-    if ignored > 0 {
-        log::debug!("spindle-grpc: {ignored} system root certificates were not usable by rustls");
-    }
-    Ok(Arc::new(roots))
 }
