@@ -19,7 +19,7 @@
 //!
 //! - **queue** ([`Worker::queue_fiber`], [`Worker::queue_task`]): onto this worker's own
 //!   queues, from its own thread; [`Queued::Woken`] puts it in the LIFO slot (every wake-up
-//!   but a completion's, whose joiner goes to the back: module `park::completion`).
+//!   but a completion's, whose joiner goes to the back: module `fiber::completion`).
 //! - **send** ([`WorkerShared::send_fiber`], [`WorkerShared::send_task`]): into another
 //!   worker's inbox, from any thread, waking it.
 //! - **inject** (`RuntimeShared::inject_fiber`, `inject_task`): into the runtime's injector,
@@ -51,7 +51,7 @@
 //!   reference* (the one its spawner queued). It moves, never cloned: `current` holds it while
 //!   the fiber runs, a run queue, the LIFO slot or the owner's inbox while it is runnable,
 //!   `finished` once it is done. While the fiber is parked (park word `PARKED`) nobody holds
-//!   it: `park_current` forgets it, and the one rescheduler (module `park`'s "one
+//!   it: `park_current` forgets it, and the one rescheduler (module `fiber::park_word`'s "one
 //!   rescheduler": the unparker whose compare-exchange moves the word out of `PARKED`, or
 //!   shutdown's `claim_parked`) takes it back and queues it. So a parked fiber's cell and
 //!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
