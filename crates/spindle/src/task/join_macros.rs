@@ -4,7 +4,7 @@
 //!
 //! Invariants: a `MaybeDone`'s future is pinned where the macro's caller put it and dropped in
 //! place, once done (its output is not pinned, and moves out); the fiber forms run every
-//! closure on a fiber of a [`JoinSet`](super::JoinSet), whose drop aborts the fibers still
+//! closure on a fiber of a [`JoinSet`](crate::task::JoinSet), whose drop aborts the fibers still
 //! running when the join leaves early (a panic, an error, the caller's cancellation).
 
 use std::future::{Future, IntoFuture};
