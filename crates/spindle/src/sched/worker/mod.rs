@@ -10,7 +10,7 @@
 //! | `handoff.rs` | the run queue's cell: borrowed by its owner, taken over by the watchdog while the owner is held |
 //! | `task_queue.rs` | the task queues, polling tasks, stealing |
 //! | `lifo.rs` | the LIFO slot both queues use |
-//! | `timers.rs` | the worker's timer wheel |
+//! | `timers.rs` | `Timers`: the worker's timer wheel with its own methods (the worker fires the due wakers) |
 //! | `cancel.rs` | shutdown: cancelling every fiber and task left |
 //! | `coop.rs` | the I/O budget: a fiber whose socket operations never wait yields now and then |
 //! | `shared.rs` | [`WorkerShared`], the part other threads touch |
@@ -148,6 +148,8 @@ mod timers;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::task::Waker;
+use std::time::Instant;
 
 use super::metrics::FiberInfo;
 use super::registry::Registry;
@@ -243,6 +245,7 @@ impl Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         let deque = rt.workers[index].take_deque();
         let run_queue = rt.workers[index].run_queue.clone();
+        let owner = Arc::as_ptr(&rt.workers[index]) as usize;
         // Worker::new runs on the worker's thread: its kernel id, for the watchdog.
         rt.workers[index]
             .tid
@@ -265,7 +268,7 @@ impl Worker {
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
             live_fibers: Cell::new(0),
-            timers: Timers::new(),
+            timers: Timers::new(owner),
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),
             stopping: Cell::new(false),
@@ -298,6 +301,52 @@ impl Worker {
     /// Whether anything is runnable here: a fiber, a task, or remote work in the inbox.
     fn has_runnable(&self) -> bool {
         self.fibers.has_runnable() || self.tasks.has_queued() || self.shared.driver.has_remote_work()
+    }
+
+    /// Adds a timer on this worker's wheel that wakes `waker` at `deadline` (module `timers`).
+    #[inline]
+    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerHandle {
+        self.timers.add(deadline, waker)
+    }
+
+    /// Cancels a timer (no-op if it fired already, or if it is on another worker's wheel).
+    #[inline]
+    pub(crate) fn cancel_timer(&self, timer: TimerHandle) {
+        self.timers.cancel(timer)
+    }
+
+    /// Whether `timer` is on this worker's wheel and not due yet (`Timers::not_due`).
+    #[inline]
+    pub(crate) fn timer_not_due(&self, timer: TimerHandle, deadline: Instant) -> bool {
+        self.timers.not_due(timer, deadline)
+    }
+
+    /// When the idle loop must wake up for its next timer (`Timers::next_wake`).
+    fn next_timer_deadline(&self) -> Option<Instant> {
+        self.timers.next_wake(&self.rt.clock)
+    }
+
+    /// Fires the timers due on the runtime's clock now: for `time::advance`, which has just
+    /// moved a paused clock (called from a fiber or task of this worker, which holds no
+    /// borrow of the wheel).
+    pub(crate) fn fire_due_timers(&self) {
+        if !self.timers.is_empty() {
+            self.fire_timers(Instant::now());
+        }
+    }
+
+    /// Wakes the owners of every timer that is due, after the wheel is released; `now` is a
+    /// real instant. The wake-ups keep FIFO order (`dispatching`, "LIFO slots").
+    fn fire_timers(&self, now: Instant) {
+        let Some(mut wakers) = self.timers.take_due(now, &self.rt.clock, || !self.has_runnable()) else {
+            return;
+        };
+        self.dispatching.set(true);
+        for w in wakers.drain(..) {
+            w.wake();
+        }
+        self.dispatching.set(false);
+        self.timers.give_back(wakers);
     }
 }
 
