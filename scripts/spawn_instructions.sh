@@ -3,15 +3,15 @@
 # two runs, so that process start-up and runtime build cancel out.
 #
 #   scripts/spawn_instructions.sh [small_n] [large_n]
-#       spawn + 2 yields + join from a fiber (example spawn_join_count)
+#       spawn + 2 yields + join from a fiber (perf/src/bin/spawn_join_count.rs)
 #   scripts/spawn_instructions.sh --now [named] [small_n] [large_n]
 #       spawn_now from an async task + await of the JoinHandle, the fiber not parking
-#       (example spawn_now_count; `named` adds a per-spawn name and stack size, as spindle-http)
+#       (perf/src/bin/spawn_now_count.rs; `named` adds a per-spawn name and stack size, as spindle-http)
 set -euo pipefail
-example=spawn_join_count
+harness=spawn_join_count
 mode=
 if [ "${1:-}" = "--now" ]; then
-    example=spawn_now_count
+    harness=spawn_now_count
     shift
     if [ "${1:-}" = "named" ]; then
         mode=named
@@ -20,8 +20,8 @@ if [ "${1:-}" = "--now" ]; then
 fi
 small=${1:-1000}
 large=${2:-21000}
-cargo build -q --release -p spindle --example "$example"
-bin="${CARGO_TARGET_DIR:-target}/release/examples/$example"
+cargo build -q --release -p spindle-perf --bin "$harness"
+bin="${CARGO_TARGET_DIR:-target}/release/$harness"
 count() {
     local out
     out=$(mktemp)
@@ -31,4 +31,4 @@ count() {
 }
 a=$(count "$small")
 b=$(count "$large")
-echo "instructions per $example${mode:+ ($mode)}: $(( (b - a) / (large - small) ))"
+echo "instructions per $harness${mode:+ ($mode)}: $(( (b - a) / (large - small) ))"

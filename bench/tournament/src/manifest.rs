@@ -484,19 +484,4 @@ run = ["bin/fibers", "-mode", "thread"]
             }
         }
     }
-
-    #[test]
-    fn the_io_uring_ab_manifests_parse() {
-        let ab = crate::cli::repo_root().unwrap().join("bench/peers/rust/uring-proto/ab");
-        let found = discover(&ab);
-        let broken: Vec<_> = found.broken.iter().map(|b| (b.path.clone(), b.error.clone())).collect();
-        assert!(broken.is_empty(), "broken manifests: {broken:?}");
-        for suite in [Suite::Tcp, Suite::Http] {
-            let m = found.manifests.iter().filter(|m| m.suite == suite);
-            let names: Vec<&str> = m.flat_map(|m| m.competitors.iter().map(|c| c.name.as_str())).collect();
-            for name in ["spindle", "monoio", "proto-epoll", "proto-uring", "proto-uring-multi"] {
-                assert!(names.contains(&name), "no {suite} A/B manifest names {name}");
-            }
-        }
-    }
 }

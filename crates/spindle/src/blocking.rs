@@ -7,7 +7,7 @@
 //   arrives and no thread is idle, up to `max_threads` (then jobs queue), and a thread that
 //   stays idle for `keep_alive` exits. So an idle runtime holds no blocking threads.
 // - Each job's result goes to one [`BlockingHandle`] through the completion cell that fibers
-//   and tasks use too (module `park::completion`); the job's panic is caught and handed over
+//   and tasks use too (module `fiber::completion`); the job's panic is caught and handed over
 //   as its `Err`.
 // - Shutdown: the runtime tells the pool to stop; queued jobs that never started complete
 //   with a `Cancelled` payload; running jobs finish on their threads (a thread cannot be
@@ -168,7 +168,7 @@ impl BlockingPool {
     }
 }
 
-/// A job's result and its completion (module `park::completion`).
+/// A job's result and its completion (module `fiber::completion`).
 struct JobCell<T> {
     completion: Completion,
     /// Written once by the job before `completion` completes; read once by the joiner after.
@@ -177,7 +177,7 @@ struct JobCell<T> {
 
 // SAFETY: `result` is written by the job's thread before the completion is published
 // (release) and read only by the single joiner after it observed completion (acquire), the
-// completion protocol of module `park::completion`; T moves between those threads.
+// completion protocol of module `fiber::completion`; T moves between those threads.
 unsafe impl<T: Send> Sync for JobCell<T> {}
 
 impl<T> JobCell<T> {

@@ -178,12 +178,6 @@ where
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-/// What spindle's macros expand to; not a public API.
-#[doc(hidden)]
-pub mod __support {
-    pub use crate::task::join_macros::{JoinFibers, MaybeDone, TryJoinFibers};
-}
-
 /// Internals exposed for spindle's own benchmarks; not a public API.
 #[doc(hidden)]
 pub mod __private {

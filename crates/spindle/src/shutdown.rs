@@ -355,7 +355,7 @@ impl Future for Triggered {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::shutdown::*;
     use std::task::Wake;
 
     struct Nop;

@@ -6,40 +6,41 @@
 //! function is inlined into its caller: without the feature its body is empty (no code), and
 //! with it the event macro first compares the level with tracing's static and global
 //! maximum, so a disabled level costs one load and a branch.
-
-use crate::fiber::control::Header;
+//!
+//! A leaf below every layer: the switch, the spawn and the unparker call it with the fiber's
+//! fields (they own the control block), so it imports nothing of the runtime.
 
 /// A fiber was built (before it is queued).
 #[inline(always)]
-pub(crate) fn fiber_spawned(header: &Header) {
+pub(crate) fn fiber_spawned(id: u64, name: Option<&str>, site: &'static std::panic::Location<'static>) {
     #[cfg(feature = "tracing")]
     tracing::trace!(
         target: "spindle::fiber",
-        fiber_id = header.id,
-        fiber_name = header.name.as_deref(),
-        spawned_at = %header.site,
+        fiber_id = id,
+        fiber_name = name,
+        spawned_at = %site,
         "fiber spawned"
     );
     #[cfg(not(feature = "tracing"))]
-    let _ = header;
+    let _ = (id, name, site);
 }
 
 /// The running fiber parks on `reason`.
 #[inline(always)]
-pub(crate) fn fiber_parked(header: &Header, reason: &'static str) {
+pub(crate) fn fiber_parked(id: u64, reason: &'static str) {
     #[cfg(feature = "tracing")]
-    tracing::trace!(target: "spindle::fiber", fiber_id = header.id, waiting_on = reason, "fiber parked");
+    tracing::trace!(target: "spindle::fiber", fiber_id = id, waiting_on = reason, "fiber parked");
     #[cfg(not(feature = "tracing"))]
-    let _ = (header, reason);
+    let _ = (id, reason);
 }
 
 /// A parked fiber was woken (its waker moved it out of `PARKED`).
 #[inline(always)]
-pub(crate) fn fiber_woken(header: &Header) {
+pub(crate) fn fiber_woken(id: u64) {
     #[cfg(feature = "tracing")]
-    tracing::trace!(target: "spindle::fiber", fiber_id = header.id, "fiber woken");
+    tracing::trace!(target: "spindle::fiber", fiber_id = id, "fiber woken");
     #[cfg(not(feature = "tracing"))]
-    let _ = header;
+    let _ = id;
 }
 
 /// A fiber starts unwinding for cancellation.

@@ -11,7 +11,7 @@
 //! after the hook that was set before: its output comes first, unchanged) adds a line naming
 //! the fiber and saying that the panic happened during cancellation, before the abort. The
 //! same hook adds a hint to tokio's "no reactor running" panics on a worker
-//! (`report::panic_hint`).
+//! ([`panic_hint`]).
 
 use std::cell::RefCell;
 use std::sync::Once;
@@ -43,7 +43,7 @@ pub(crate) fn install_hook() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             previous(info);
-            crate::report::panic_hint(info);
+            panic_hint(info);
             let note = CANCELLING.with(|c| c.try_borrow().ok().and_then(|c| c.clone()));
             if let Some((id, name)) = note {
                 crate::report::error(format_args!(
@@ -55,4 +55,34 @@ pub(crate) fn install_hook() {
             }
         }));
     });
+}
+
+/// What tokio's panics say when code needs its context and finds none ("there is no reactor
+/// running, must be called from the context of a Tokio 1.x runtime").
+const TOKIO_NO_CONTEXT: &str = "must be called from the context of a Tokio 1.x runtime";
+
+/// Called by spindle's panic hook after the panic's own message: a
+/// panic of tokio for want of its context, on a spindle worker, gets a line saying how to
+/// give it one. Costs a thread-local read and a string search, only when something panics.
+pub(crate) fn panic_hint(info: &std::panic::PanicHookInfo<'_>) {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    let Some(message) = message else { return };
+    if !message.contains(TOKIO_NO_CONTEXT) || crate::sched::worker::current().is_none() {
+        return;
+    }
+    let hint = if cfg!(feature = "tokio-compat") {
+        "this runtime was built with Builder::tokio_context(false), so its workers run outside \
+         the tokio bridge's context: build it with the default, or run the future through \
+         spindle::compat::spawn / spindle::compat::block_on"
+    } else {
+        "enable spindle's `tokio-compat` feature: every worker then runs inside the tokio \
+         bridge's context and tokio-only crates (reqwest, tonic-reflection, tokio::spawn, \
+         tokio::time) run unchanged in fibers and tasks; or run the future through \
+         spindle::compat::spawn / spindle::compat::block_on"
+    };
+    crate::report::error(format_args!("spindle: the panic above is tokio's, on a spindle worker: {hint}"));
 }

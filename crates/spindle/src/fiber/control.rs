@@ -17,8 +17,8 @@
 //!   the thread that creates the fiber before the fiber is published to any queue. A fiber
 //!   never migrates once started, so "the owner" is well defined from its first run on.
 //! - **Shared words.** Other threads write only the park word (`park`, module
-//!   `park`, loom-checked), the cancel word, and the completion (`join`, module
-//!   `park::completion`, loom-checked).
+//!   `fiber::park_word`, loom-checked), the cancel word, and the completion (`join`, module
+//!   `fiber::completion`, loom-checked).
 //! - **Result before completion.** The fiber writes its result, then completes (release),
 //!   which wakes the joiner if one registered. The result is read only after completion was
 //!   observed (acquire), by the single joiner.
@@ -30,10 +30,10 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use super::completion::Completion;
+use super::park_word::ParkState;
 use super::stack::Stack;
 use crate::error::{CancelReason, Cancelled};
-use crate::park::completion::Completion;
-use crate::park::ParkState;
 use crate::sched::worker::WorkerShared;
 
 pub(crate) use super::block::FiberRef;
@@ -79,7 +79,7 @@ pub(crate) struct Header {
     pub(crate) span: Cell<Option<Box<tracing::Span>>>,
     /// The fiber's `fiber_local!` values (owner-only; module `fiber::local`).
     pub(crate) locals: std::cell::RefCell<super::local::LocalMap>,
-    /// Park word (module `park`): written by the fiber and its unparkers.
+    /// Park word (module `fiber::park_word`): written by the fiber and its unparkers.
     pub(crate) park: ParkState,
     /// The worker that started the fiber: null until its first run, then set once (release)
     /// to its `WorkerShared`, uncounted: only a rescheduler of the parked fiber follows it,
@@ -87,7 +87,7 @@ pub(crate) struct Header {
     /// reschedulers"). A counted pointer cost two read-modify-writes per fiber, a
     /// `OnceLock` a trip through `Once`; this is one store.
     owner: AtomicPtr<WorkerShared>,
-    /// Completion and the joiner's waiter (module `park::completion`).
+    /// Completion and the joiner's waiter (module `fiber::completion`).
     pub(crate) join: Completion,
     /// Set before publication for a `spawn_local` fiber (or one placed on a chosen worker): it
     /// starts on the worker it was queued on and is never shared with other workers, even

@@ -1,16 +1,16 @@
 //! [`JoinHandle`]: waiting for a fiber and taking its result.
 //!
 //! The result lives in the fiber's control block (module `fiber::control`) and is handed over
-//! through its completion (module `park::completion`, which holds the invariants): blocking,
-//! timed and awaited joins are that module's three waits.
+//! through its completion (module `fiber::completion`, which holds the invariants): blocking,
+//! timed and awaited joins are the three waits of module `park::completion`.
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use super::block::OutputRef;
+use super::completion::Joiner;
 use super::FiberId;
 use crate::error::{CancelReason, JoinError};
-use crate::park::completion::Joiner;
 use crate::sched::caller::{blocking_caller, Caller};
 
 /// Owns the right to wait for a fiber and take its result, like `std::thread::JoinHandle`.
@@ -22,7 +22,7 @@ pub struct JoinHandle<T> {
 }
 
 // SAFETY: the handle only reaches the result through the completion protocol (module
-// `park::completion`), which is thread-safe; T: Send because the result moves to the joiner.
+// `fiber::completion`), which is thread-safe; T: Send because the result moves to the joiner.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
@@ -77,7 +77,7 @@ impl<T> JoinHandle<T> {
     /// ```
     #[track_caller]
     pub fn join_timeout(self, timeout: std::time::Duration) -> Result<Result<T, JoinError>, JoinHandle<T>> {
-        match crate::park::wait::deadline_in(timeout) {
+        match crate::sched::clock::deadline_in(timeout) {
             Some(deadline) => self.join_deadline(deadline),
             None => Ok(self.join()),
         }
@@ -112,7 +112,7 @@ impl<T> JoinHandle<T> {
     pub fn abort(&self) {
         let fiber = self.cell.stage.fiber_ref();
         fiber.header.set_cancelled(CancelReason::Handle);
-        crate::park::unpark(&fiber);
+        super::waiter::unpark(&fiber);
     }
 
     /// [`abort`](Self::abort) under the name fiber code has used (cancellation is what a

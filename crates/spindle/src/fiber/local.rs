@@ -153,18 +153,15 @@ impl<T: 'static> fmt::Debug for FiberLocal<T> {
 /// ```
 #[macro_export]
 macro_rules! fiber_local {
-    () => {};
-    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr; $($rest:tt)*) => {
-        $(#[$attr])*
-        $vis static $name: $crate::fiber::FiberLocal<$t> = $crate::fiber::FiberLocal::new({
-            fn __init() -> $t {
-                $init
-            }
-            __init
-        });
-        $crate::fiber_local!($($rest)*);
-    };
-    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr) => {
-        $crate::fiber_local!($(#[$attr])* $vis static $name: $t = $init;);
+    ($($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr);* $(;)?) => {
+        $(
+            $(#[$attr])*
+            $vis static $name: $crate::fiber::FiberLocal<$t> = $crate::fiber::FiberLocal::new({
+                fn __init() -> $t {
+                    $init
+                }
+                __init
+            });
+        )*
     };
 }

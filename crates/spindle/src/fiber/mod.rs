@@ -14,10 +14,20 @@
 //! - A panic is caught at the fiber's entry and handed to [`JoinHandle::join`]; it never
 //!   unwinds across a context switch.
 
+// Layering: the fiber core is the lowest layer above `sys` (with `report`, `trace`, `error`,
+// `lock` and `loom` as leaves): the switch (`arch`), stacks (`stack`, `stack_pool`,
+// `overflow`), the control block (`block`, `block_cache`, `control`) and what the control
+// block embeds: the park word (`park_word`), the join cell (`completion`) and its `Waiter`
+// (`waiter`). The core and the scheduler (module `sched`) call each other; everything above
+// them (`park`, `sync`, `net`, `time`, `task`, `runtime`) imports them and never the reverse.
+// `spawn`, `join`, `local` and the functions of this file are the user's API on top, and may
+// use `park`.
+
 pub(crate) mod arch;
 pub(crate) mod block;
 pub(crate) mod block_cache;
 pub(crate) mod cancel;
+pub(crate) mod completion;
 pub(crate) mod context;
 pub(crate) mod control;
 mod join;
@@ -25,11 +35,13 @@ mod local;
 mod name;
 mod no_park;
 pub(crate) mod overflow;
+pub(crate) mod park_word;
 pub(crate) mod sanitizer;
 mod spawn;
 pub(crate) mod stack;
 pub(crate) mod stack_pool;
 mod valgrind;
+pub(crate) mod waiter;
 
 use std::cell::Cell;
 use std::fmt;
@@ -105,7 +117,7 @@ impl Fiber {
     /// Wakes the fiber if it is parked, or makes its next [`park`] return at once.
     /// Callable from any thread.
     pub fn unpark(&self) {
-        crate::park::unpark(&self.inner);
+        waiter::unpark(&self.inner);
     }
 }
 
@@ -134,7 +146,7 @@ pub fn current() -> Fiber {
 /// the awaited condition. Outside a fiber, parks the thread (`std::thread::park`).
 #[track_caller]
 pub fn park() {
-    crate::park::park_on("park");
+    crate::sched::api::park("park");
 }
 
 /// Lets the other runnable fibers of this worker run; the caller goes to the back of the

@@ -270,7 +270,10 @@ impl Builder {
         if let Some(span) = span.filter(|s| !s.is_none()) {
             building.header().span.set(Some(span));
         }
-        crate::trace::fiber_spawned(building.header());
+        {
+            let header = building.header();
+            crate::trace::fiber_spawned(header.id, header.name.as_deref(), header.site);
+        }
         if let Some(worker) = worker {
             // Straight into the header: a stack returned by value and then moved in was
             // copied through temporaries whose reloads stalled on the stores they only partly

@@ -60,8 +60,8 @@ pub use std::fs::{FileType, Metadata, Permissions};
 
 use std::io;
 
+use crate::error::JoinError;
 use crate::sched::caller::{blocking_caller, Caller};
-use crate::JoinError;
 
 /// Runs `job` blocking-style for the call named `call`: on the file pool while the fiber
 /// parks, or on the calling thread off a worker.

@@ -118,7 +118,7 @@ fn parked<R>(worker: &Worker, failed: R, wait: impl FnOnce() -> R) -> R {
     }
     match catch_unwind(AssertUnwindSafe(wait)) {
         Ok(r) => r,
-        Err(payload) if payload.is::<crate::Cancelled>() => {
+        Err(payload) if payload.is::<crate::error::Cancelled>() => {
             crate::fiber::cancel::end();
             set_errno(libc::ECANCELED);
             failed

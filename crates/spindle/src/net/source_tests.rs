@@ -39,7 +39,7 @@ async fn register_from_task(source: &IoSource) {
 
 #[test]
 fn a_task_socket_registers_with_the_shared_reactor_and_a_fiber_socket_with_its_worker() {
-    let rt = crate::Builder::new().worker_threads(2).build().unwrap();
+    let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
 
     let (task_socket, _peer) = quiet_socket();
     let source = task_socket.clone();
@@ -65,7 +65,7 @@ fn a_task_socket_registers_with_the_shared_reactor_and_a_fiber_socket_with_its_w
 
 #[test]
 fn one_worker_has_no_shared_reactor_and_its_task_sockets_stay_with_it() {
-    let rt = crate::Builder::new().worker_threads(1).build().unwrap();
+    let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
     let (socket, _peer) = quiet_socket();
     let source = socket.clone();
     let own = rt.block_on(rt.spawn_async(async move {
@@ -82,7 +82,7 @@ fn one_worker_has_no_shared_reactor_and_its_task_sockets_stay_with_it() {
 /// watcher armed, nothing would ever read the event (no worker is awake to be rescued).
 #[test]
 fn a_task_socket_event_wakes_a_sleeping_worker() {
-    let rt = crate::Builder::new().worker_threads(2).build().unwrap();
+    let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
     for round in 0..5u8 {
         let (socket, mut peer) = quiet_socket();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -104,11 +104,11 @@ fn a_task_socket_event_wakes_a_sleeping_worker() {
 /// read is still read, whether or not its event was dispatched before the read.
 #[test]
 fn a_connected_stream_waits_for_its_first_read_event_and_still_reads_what_came_first() {
-    let rt = crate::Builder::new().worker_threads(1).build().unwrap();
+    let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
     rt.block_on(|| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = crate::spawn(move || {
+        let server = crate::fiber::spawn(move || {
             for greeting in [b"first", b"again"] {
                 let (mut s, _) = listener.accept().unwrap();
                 s.write_all(greeting).unwrap();
@@ -136,12 +136,12 @@ fn a_connected_stream_waits_for_its_first_read_event_and_still_reads_what_came_f
 /// comes); one that leaves nothing queued is, after the first (module `net::drain`).
 #[test]
 fn full_reads_wait_only_when_the_kernel_says_nothing_is_queued() {
-    let rt = crate::Builder::new().worker_threads(1).build().unwrap();
+    let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
     rt.block_on(|| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let (go_tx, go_rx) = crate::sync::channel::channel::<usize>(1);
-        let writer = crate::spawn(move || {
+        let writer = crate::fiber::spawn(move || {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_nodelay(true).unwrap();
             // Each message: a number of 8-byte records written in one call.

@@ -27,6 +27,8 @@ use std::time::Instant;
 
 use crate::lock::lock as lock_state;
 use crate::park::{self, WaitList, WaitNode};
+use crate::sched::api;
+pub(crate) use crate::sched::api::deadline_in;
 
 /// The waiters to wake after the lock is released.
 pub(crate) type Wakes = Vec<Arc<WaitNode>>;
@@ -124,7 +126,7 @@ impl WaitSlot {
     ) -> Option<R> {
         // A blocking-style wait from an async task panics at once, whether or not it would
         // have to park (module `sched::caller`).
-        let _ = crate::sched::caller::blocking_caller(reason);
+        let _ = api::blocking_caller(reason);
         let mut mine = false;
         loop {
             let mut state = lock_state(lock);
@@ -133,7 +135,7 @@ impl WaitSlot {
                 self.finish(&mut *state, list);
                 return Some(r);
             }
-            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
+            if deadline.is_some_and(|d| api::now() >= d) {
                 return None; // the owner leaves the list
             }
             if !mine {
@@ -208,10 +210,4 @@ impl<S> std::fmt::Debug for Wait<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wait").field("queued", &self.slot.node.as_ref().map(|n| n.is_queued())).finish()
     }
-}
-
-/// The deadline `timeout` from now on the runtime's clock (module `sched::clock`); `None`
-/// (wait forever) if it is too far to represent.
-pub(crate) fn deadline_in(timeout: std::time::Duration) -> Option<Instant> {
-    crate::sched::clock::now().checked_add(timeout)
 }

@@ -92,7 +92,7 @@ impl Handle {
     ///
     /// On a local runtime's own thread outside its `block_on` (nothing would run its worker):
     /// use [`LocalRuntime::dump_fibers`](crate::LocalRuntime::dump_fibers) there.
-    pub fn dump_fibers(&self) -> Vec<crate::FiberInfo> {
+    pub fn dump_fibers(&self) -> Vec<crate::sched::metrics::FiberInfo> {
         super::dump_fibers(&self.shared)
     }
 

@@ -168,7 +168,7 @@ impl LocalRuntime {
     /// Every started, unfinished fiber of the runtime: id, name, what it is parked on and
     /// where it was spawned (see [`Runtime::dump_fibers`]). Read directly from the worker,
     /// which runs only inside `block_on`: the fibers listed are those waiting for the next one.
-    pub fn dump_fibers(&self) -> Vec<crate::FiberInfo> {
+    pub fn dump_fibers(&self) -> Vec<crate::sched::metrics::FiberInfo> {
         self.worker.dump()
     }
 

@@ -68,6 +68,12 @@ pub(crate) fn now() -> Instant {
     }
 }
 
+/// The deadline `timeout` from now on the runtime's clock; `None` (wait forever) if it is too
+/// far to represent.
+pub(crate) fn deadline_in(timeout: std::time::Duration) -> Option<Instant> {
+    now().checked_add(timeout)
+}
+
 /// Why a clock could not be paused, resumed or advanced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClockError {

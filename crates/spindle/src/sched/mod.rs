@@ -19,6 +19,8 @@
 //! suspension point (an endless computation) keeps the drop from returning, as a thread that
 //! never ends keeps `join` from returning.
 
+/// The scheduler as `park` and `sync` see it (their one way in).
+pub(crate) mod api;
 pub(crate) mod caller;
 pub(crate) mod clock;
 pub(crate) mod deadlock;

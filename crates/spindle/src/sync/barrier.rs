@@ -83,7 +83,7 @@ impl Barrier {
     /// Waits until all `n` parties have arrived (parks the fiber, or blocks the thread).
     #[track_caller]
     pub fn wait(&self) -> BarrierWaitResult {
-        crate::sched::caller::check_entry("barrier");
+        crate::sched::api::check_entry("barrier");
         let Some(generation) = self.arrive() else { return BarrierWaitResult(true) };
         Wait::new(&self.state, |s| &mut s.waiters, pass_none)
             .block(None, "barrier", |s, _| (s.generation != generation).then_some(()));

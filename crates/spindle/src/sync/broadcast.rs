@@ -162,7 +162,7 @@ impl<T: Clone> Receiver<T> {
     /// The next value, waiting while there is none.
     #[track_caller]
     pub fn recv(&mut self) -> Result<T, RecvError> {
-        crate::sched::caller::check_entry("broadcast recv");
+        crate::sched::api::check_entry("broadcast recv");
         let next = &mut self.next;
         let got =
             Wait::new(&self.shared, list, pass_none).block(None, "broadcast recv", |s, _| round(s, next));
@@ -189,7 +189,7 @@ impl<T: Clone> Receiver<T> {
 
     #[track_caller]
     fn recv_until(&mut self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
-        crate::sched::caller::check_entry("broadcast recv (with timeout)");
+        crate::sched::api::check_entry("broadcast recv (with timeout)");
         let next = &mut self.next;
         match Wait::new(&self.shared, list, pass_none).block(
             deadline,

@@ -16,6 +16,11 @@
 //   receiver (sender, offering sender, `closed` waiter).
 // - **Counted.** `offered` counts the values pushed and `settled` those popped (or, on a
 //   rendezvous channel, taken back by their sender): `offered - settled == queue.len()`.
+// - **Leaving passes the wake-up on.** Every wait of a send that finds no room or a receive
+//   that finds nothing (blocking, timed or async; the slow paths of `send` and `recv` too) is
+//   a `Wait` (module `park::wait`) on `send_waiters` or `recv_waiters`: a waiter that leaves
+//   after a waker picked it passes the wake-up on to the next waiter of its side while that
+//   side can proceed (`send_pass_on`, `recv_pass_on`), so no value or free slot is stranded.
 // - Wake-ups are issued after the lock is released.
 
 use std::collections::VecDeque;
@@ -23,7 +28,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use crate::lock::lock;
-use crate::park::wait::WaitSlot;
+use crate::park::wait::{WaitSlot, Wakes};
 use crate::park::{self, WaitList, WaitNode};
 
 pub(super) struct State<T> {
@@ -129,42 +134,89 @@ pub enum TryRecvError {
     Disconnected,
 }
 
+/// Why `send_timeout` / `send_deadline` did not send; the value is given back.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// The channel stayed full until the deadline.
+    Timeout(T),
+    /// Every receiver is gone.
+    Disconnected(T),
+}
+
+/// Why `recv_timeout` / `recv_deadline` did not receive.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum RecvTimeoutError {
+    /// The channel stayed empty until the deadline.
+    Timeout,
+    /// The channel is empty and every sender is gone.
+    Disconnected,
+}
+
+/// The wait lists of `State` and what a waiter that leaves passes on, for the channel's
+/// `Wait`s (module `park::wait`, "leaving").
+pub(super) fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.send_waiters
+}
+
+pub(super) fn offer_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.offer_waiters
+}
+
+pub(super) fn closed_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.closed_waiters
+}
+
+pub(super) fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.recv_waiters
+}
+
+/// A sender that leaves after a wake-up passes it on while there is room.
+pub(super) fn send_pass_on<T>(s: &mut State<T>) -> Wakes {
+    if s.has_room() {
+        s.send_waiters.pop().into_iter().collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// A receiver that leaves after a wake-up passes it on while values are queued.
+pub(super) fn recv_pass_on<T>(s: &mut State<T>) -> Wakes {
+    if s.queue.is_empty() {
+        Vec::new()
+    } else {
+        s.recv_waiters.pop().into_iter().collect()
+    }
+}
+
 impl<T> Sender<T> {
     /// Sends `value`, waiting while a bounded channel is full. On a rendezvous channel
     /// (`channel(0)`) it waits until a receiver has taken the value, as Go's unbuffered send.
     #[track_caller]
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         if cfg!(debug_assertions) && (self.chan.rendezvous || lock(&self.chan.state).cap.is_some()) {
-            crate::sched::caller::check_entry("channel send");
+            crate::sched::api::check_entry("channel send");
         }
         if self.chan.rendezvous {
             return self.send_rendezvous(value, None).map_err(|e| match e {
-                super::SendTimeoutError::Disconnected(v) | super::SendTimeoutError::Timeout(v) => {
-                    SendError(v)
-                }
+                SendTimeoutError::Disconnected(v) | SendTimeoutError::Timeout(v) => SendError(v),
             });
         }
-        let mut wait = Leave { chan: &self.chan, node: None, role: Role::Sender };
-        let mut value = value;
-        loop {
-            let mut state = lock(&self.chan.state);
-            match state.try_push(value) {
-                Ok(wake) => {
-                    wait.done(&mut state);
-                    drop(state);
-                    if let Some(w) = wake {
-                        park::wake(w);
-                    }
-                    return Ok(());
+        let mut state = lock(&self.chan.state);
+        match state.try_push(value) {
+            Ok(wake) => {
+                drop(state);
+                if let Some(w) = wake {
+                    park::wake(w);
                 }
-                Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
-                Err(TrySendError::Full(v)) => {
-                    value = v;
-                    state.send_waiters.push(wait.node.get_or_insert_with(WaitNode::new));
-                }
+                Ok(())
             }
-            drop(state);
-            park::park_on("channel send");
+            Err(TrySendError::Disconnected(v)) => Err(SendError(v)),
+            Err(TrySendError::Full(v)) => {
+                drop(state);
+                self.send_waiting(v, None, "channel send").map_err(|e| match e {
+                    SendTimeoutError::Disconnected(v) | SendTimeoutError::Timeout(v) => SendError(v),
+                })
+            }
         }
     }
 
@@ -203,24 +255,19 @@ impl<T> Receiver<T> {
     /// sender is gone.
     #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
-        crate::sched::caller::check_entry("channel recv");
-        let mut wait = Leave { chan: &self.chan, node: None, role: Role::Receiver };
-        loop {
-            let mut state = lock(&self.chan.state);
-            match state.try_pop() {
-                Ok((value, woken)) => {
-                    wait.done(&mut state);
-                    drop(state);
-                    woken.wake();
-                    return Ok(value);
-                }
-                Err(TryRecvError::Disconnected) => return Err(RecvError),
-                Err(TryRecvError::Empty) => {
-                    state.recv_waiters.push(wait.node.get_or_insert_with(WaitNode::new));
-                }
+        crate::sched::api::check_entry("channel recv");
+        let mut state = lock(&self.chan.state);
+        match state.try_pop() {
+            Ok((value, woken)) => {
+                drop(state);
+                woken.wake();
+                Ok(value)
             }
-            drop(state);
-            park::park_on("channel recv");
+            Err(TryRecvError::Disconnected) => Err(RecvError),
+            Err(TryRecvError::Empty) => {
+                drop(state);
+                self.recv_waiting(None, "channel recv").map_err(|_| RecvError)
+            }
         }
     }
 
@@ -336,63 +383,6 @@ impl<T> Drop for Receiver<T> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Role {
-    Sender,
-    Receiver,
-}
-
-/// The waiting side of one `send` or `recv`. When the operation completes, `done` dequeues
-/// the node if a spurious return left it queued. When the caller leaves any other way (its
-/// fiber is cancelled and unwinds out of `park`), `Drop` dequeues the node, and if a waker had
-/// already picked it, passes that wake-up on to the next waiter of the same side, so that no
-/// wake-up is lost on a node whose owner is gone.
-struct Leave<'a, T> {
-    chan: &'a Chan<T>,
-    node: Option<Arc<WaitNode>>,
-    role: Role,
-}
-
-impl<T> Leave<'_, T> {
-    fn done(&mut self, state: &mut State<T>) {
-        if let Some(node) = self.node.take() {
-            self.list(state).remove(&node);
-        }
-    }
-
-    fn list<'s>(&self, state: &'s mut State<T>) -> &'s mut WaitList {
-        match self.role {
-            Role::Sender => &mut state.send_waiters,
-            Role::Receiver => &mut state.recv_waiters,
-        }
-    }
-}
-
-impl<T> Drop for Leave<'_, T> {
-    fn drop(&mut self) {
-        let Some(node) = self.node.take() else { return };
-        let mut state = lock(&self.chan.state);
-        let forward = if node.is_queued() {
-            self.list(&mut state).remove(&node);
-            None
-        } else {
-            let can_proceed = match self.role {
-                Role::Sender => state.has_room(),
-                Role::Receiver => !state.queue.is_empty(),
-            };
-            if can_proceed {
-                self.list(&mut state).pop()
-            } else {
-                None
-            }
-        };
-        drop(state);
-        if let Some(next) = forward {
-            park::wake(next);
-        }
-    }
-}
-
 /// Iterator over received values; see [`Receiver::iter`].
 #[derive(Debug)]
 pub struct Iter<'a, T> {
@@ -484,3 +474,36 @@ impl<T> From<SendError<T>> for TrySendError<T> {
         TrySendError::Disconnected(e.0)
     }
 }
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("Timeout(..)"),
+            SendTimeoutError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendTimeoutError::Timeout(_) => f.write_str("timed out sending on a full channel"),
+            SendTimeoutError::Disconnected(_) => f.write_str("sending on a channel whose receivers are gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvTimeoutError::Timeout => f.write_str("timed out receiving on an empty channel"),
+            RecvTimeoutError::Disconnected => {
+                f.write_str("receiving on an empty channel whose senders are gone")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}

@@ -25,8 +25,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::channel::{SendError, Sender, State, TrySendError};
-use super::channel_wait::{offer_list, send_list, send_pass_on, SendTimeoutError};
+use super::channel::{
+    offer_list, send_list, send_pass_on, SendError, SendTimeoutError, Sender, State, TrySendError,
+};
 use crate::lock::lock;
 use crate::park::wait::{pass_none, Wait};
 use crate::park::{self, WaitNode};

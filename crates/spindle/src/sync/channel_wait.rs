@@ -1,8 +1,10 @@
-//! Channel operations with a deadline, and as futures (for async tasks and `select!`).
+//! The waits of channel operations: the slow paths of `Sender::send` and `Receiver::recv`
+//! (module `channel`, which tries once under the lock first), the same with a deadline, and as
+//! futures (for async tasks and `select!`).
 //!
-//! Invariants: these are the same operations as `Sender::send` and `Receiver::recv` (module
-//! `channel`), written on [`Wait`](crate::park::wait::Wait): a value is moved into or out of the
-//! queue only by the round that completes the operation, under the channel's lock. A
+//! Invariants: every wait is written on [`Wait`](crate::park::wait::Wait): a value is moved
+//! into or out of the queue only by the round that completes the operation, under the
+//! channel's lock. A
 //! `send` that times out or whose future is dropped gives its value back (or drops it with
 //! the future) without having queued it (a rendezvous send takes its offered value back:
 //! module `channel_rendezvous`); a `recv` that leaves takes nothing. A waiter that leaves
@@ -18,62 +20,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::channel::{Receiver, RecvError, SendError, Sender, State, TryRecvError, TrySendError, Woken};
+use super::channel::{
+    closed_list, offer_list, recv_list, recv_pass_on, send_list, send_pass_on, Receiver, RecvError,
+    RecvTimeoutError, SendError, SendTimeoutError, Sender, State, TryRecvError, TrySendError, Woken,
+};
 use super::channel_rendezvous::{offer_round, settled_round, Offer, Settled};
-use crate::park::wait::{deadline_in, pass_none, Wait, Wakes};
-use crate::park::{self, WaitList, WaitNode};
-
-/// Why `send_timeout` / `send_deadline` did not send; the value is given back.
-#[derive(PartialEq, Eq, Clone, Copy)]
-pub enum SendTimeoutError<T> {
-    /// The channel stayed full until the deadline.
-    Timeout(T),
-    /// Every receiver is gone.
-    Disconnected(T),
-}
-
-/// Why `recv_timeout` / `recv_deadline` did not receive.
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub enum RecvTimeoutError {
-    /// The channel stayed empty until the deadline.
-    Timeout,
-    /// The channel is empty and every sender is gone.
-    Disconnected,
-}
-
-pub(super) fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.send_waiters
-}
-
-pub(super) fn offer_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.offer_waiters
-}
-
-fn closed_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.closed_waiters
-}
-
-fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.recv_waiters
-}
-
-/// A sender that leaves after a wake-up passes it on while there is room.
-pub(super) fn send_pass_on<T>(s: &mut State<T>) -> Wakes {
-    if s.has_room() {
-        s.send_waiters.pop().into_iter().collect()
-    } else {
-        Vec::new()
-    }
-}
-
-/// A receiver that leaves after a wake-up passes it on while values are queued.
-fn recv_pass_on<T>(s: &mut State<T>) -> Wakes {
-    if s.queue.is_empty() {
-        Vec::new()
-    } else {
-        s.recv_waiters.pop().into_iter().collect()
-    }
-}
+use crate::park::wait::{deadline_in, pass_none, Wait};
+use crate::park::{self, WaitNode};
 
 /// One send round under the lock: `Some` when done (sent, or disconnected).
 fn send_round<T>(
@@ -132,13 +85,25 @@ impl<T> Sender<T> {
 
     #[track_caller]
     fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
-        crate::sched::caller::check_entry("channel send (with timeout)");
+        crate::sched::api::check_entry("channel send (with timeout)");
         if self.chan.rendezvous {
             return self.send_rendezvous(value, deadline);
         }
+        self.send_waiting(value, deadline, "channel send (with timeout)")
+    }
+
+    /// The wait of a send on a channel that is not a rendezvous one: rounds of
+    /// `send_round` on the channel's `send_waiters` until sent, disconnected or `deadline`.
+    #[track_caller]
+    pub(super) fn send_waiting(
+        &self,
+        value: T,
+        deadline: Option<Instant>,
+        reason: &'static str,
+    ) -> Result<(), SendTimeoutError<T>> {
         let mut value = Some(value);
         let mut wait = Wait::new(&self.chan.state, send_list, send_pass_on);
-        match wait.block(deadline, "channel send (with timeout)", |s, _| send_round(s, &mut value)) {
+        match wait.block(deadline, reason, |s, _| send_round(s, &mut value)) {
             Some(Ok(wake)) => {
                 wake_one(wake);
                 Ok(())
@@ -258,9 +223,20 @@ impl<T> Receiver<T> {
 
     #[track_caller]
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        crate::sched::caller::check_entry("channel recv (with timeout)");
+        crate::sched::api::check_entry("channel recv (with timeout)");
+        self.recv_waiting(deadline, "channel recv (with timeout)")
+    }
+
+    /// The wait of a receive: rounds of `recv_round` on the channel's `recv_waiters` until a
+    /// value comes, every sender is gone, or `deadline`.
+    #[track_caller]
+    pub(super) fn recv_waiting(
+        &self,
+        deadline: Option<Instant>,
+        reason: &'static str,
+    ) -> Result<T, RecvTimeoutError> {
         let mut wait = Wait::new(&self.chan.state, recv_list, recv_pass_on);
-        match wait.block(deadline, "channel recv (with timeout)", |s, _| recv_round(s)) {
+        match wait.block(deadline, reason, |s, _| recv_round(s)) {
             Some(Ok((value, woken))) => {
                 woken.wake();
                 Ok(value)
@@ -429,36 +405,3 @@ impl<T> fmt::Debug for RecvFuture<'_, T> {
         f.debug_struct("RecvFuture").finish_non_exhaustive()
     }
 }
-
-impl<T> fmt::Debug for SendTimeoutError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendTimeoutError::Timeout(_) => f.write_str("Timeout(..)"),
-            SendTimeoutError::Disconnected(_) => f.write_str("Disconnected(..)"),
-        }
-    }
-}
-
-impl<T> fmt::Display for SendTimeoutError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendTimeoutError::Timeout(_) => f.write_str("timed out sending on a full channel"),
-            SendTimeoutError::Disconnected(_) => f.write_str("sending on a channel whose receivers are gone"),
-        }
-    }
-}
-
-impl<T> std::error::Error for SendTimeoutError<T> {}
-
-impl fmt::Display for RecvTimeoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecvTimeoutError::Timeout => f.write_str("timed out receiving on an empty channel"),
-            RecvTimeoutError::Disconnected => {
-                f.write_str("receiving on an empty channel whose senders are gone")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RecvTimeoutError {}

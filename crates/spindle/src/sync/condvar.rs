@@ -108,7 +108,7 @@ impl Condvar {
         guard: MutexGuard<'a, T>,
         deadline: Option<Instant>,
     ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
-        crate::sched::caller::check_entry("condvar");
+        crate::sched::api::check_entry("condvar");
         let mutex: &'a Mutex<T> = guard.mutex;
         let mut guard = Some(guard);
         let notified = Wait::new(&self.waiters, list, pass_on).block(deadline, "condvar", |_, woken| {

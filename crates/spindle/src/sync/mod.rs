@@ -24,8 +24,11 @@ pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use cancel::{CancellationToken, DropGuard, WaitForCancellation};
-pub use channel::{channel, unbounded, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
-pub use channel_wait::{RecvFuture, RecvTimeoutError, SendFuture, SendTimeoutError};
+pub use channel::{
+    channel, unbounded, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError, Sender,
+    TryRecvError, TrySendError,
+};
+pub use channel_wait::{RecvFuture, SendFuture};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{LockFuture, Mutex, MutexGuard};
 pub use notify::Notify;

@@ -76,7 +76,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Locks the mutex, parking the fiber (or blocking the thread) while another holds it.
     #[track_caller]
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        crate::sched::caller::check_entry("mutex lock");
+        crate::sched::api::check_entry("mutex lock");
         if self.try_acquire() {
             return MutexGuard { mutex: self };
         }
@@ -105,7 +105,7 @@ impl<T: ?Sized> Mutex<T> {
 
     #[track_caller]
     fn lock_until(&self, deadline: Option<std::time::Instant>) -> Option<MutexGuard<'_, T>> {
-        crate::sched::caller::check_entry("mutex lock (with timeout)");
+        crate::sched::api::check_entry("mutex lock (with timeout)");
         if self.try_acquire() {
             return Some(MutexGuard { mutex: self });
         }

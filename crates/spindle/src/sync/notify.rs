@@ -94,7 +94,7 @@ impl Notify {
     /// Waits for a notification (parks the fiber, or blocks the thread).
     #[track_caller]
     pub fn wait(&self) {
-        crate::sched::caller::check_entry("notify");
+        crate::sched::api::check_entry("notify");
         Wait::new(&self.state, list, pass_on).block(None, "notify", take);
     }
 

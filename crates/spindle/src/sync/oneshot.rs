@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::channel_wait::RecvTimeoutError;
+use super::channel::RecvTimeoutError;
 use crate::lock::lock;
 use crate::park::wait::deadline_in;
 use crate::park::{self, Waiter};
@@ -68,7 +68,7 @@ impl<T> Receiver<T> {
     /// Waits for the value; `Err` if the sender was dropped without sending.
     #[track_caller]
     pub fn recv(self) -> Result<T, RecvError> {
-        crate::sched::caller::check_entry("oneshot recv");
+        crate::sched::api::check_entry("oneshot recv");
         loop {
             let mut state = lock(&self.shared);
             if let Some(value) = state.value.take() {
@@ -106,7 +106,7 @@ impl<T> Receiver<T> {
 
     #[track_caller]
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        crate::sched::caller::check_entry("oneshot recv (with timeout)");
+        crate::sched::api::check_entry("oneshot recv (with timeout)");
         loop {
             let mut state = lock(&self.shared);
             if let Some(value) = state.value.take() {
@@ -116,7 +116,7 @@ impl<T> Receiver<T> {
             if !state.sender_alive {
                 return Err(RecvTimeoutError::Disconnected);
             }
-            if deadline.is_some_and(|d| crate::sched::clock::now() >= d) {
+            if deadline.is_some_and(|d| crate::sched::api::now() >= d) {
                 state.waiter = None;
                 return Err(RecvTimeoutError::Timeout);
             }

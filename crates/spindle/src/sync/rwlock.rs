@@ -122,7 +122,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Shared access, waiting while a writer holds the lock or waits for it.
     #[track_caller]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        crate::sched::caller::check_entry("rwlock read");
+        crate::sched::api::check_entry("rwlock read");
         Wait::new(&self.state, read_list, read_pass_on).block(None, "rwlock read", take_read);
         RwLockReadGuard { lock: self }
     }
@@ -130,7 +130,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Exclusive access, waiting while anyone holds the lock.
     #[track_caller]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        crate::sched::caller::check_entry("rwlock write");
+        crate::sched::api::check_entry("rwlock write");
         Wait::new(&self.state, write_list, write_pass_on).block(None, "rwlock write", take_write);
         RwLockWriteGuard { lock: self }
     }
@@ -155,7 +155,7 @@ impl<T: ?Sized> RwLock<T> {
 
     #[track_caller]
     fn read_until(&self, deadline: Option<Instant>) -> Option<RwLockReadGuard<'_, T>> {
-        crate::sched::caller::check_entry("rwlock read (with timeout)");
+        crate::sched::api::check_entry("rwlock read (with timeout)");
         Wait::new(&self.state, read_list, read_pass_on)
             .block(deadline, "rwlock read (with timeout)", take_read)
             .map(|()| RwLockReadGuard { lock: self })
@@ -173,7 +173,7 @@ impl<T: ?Sized> RwLock<T> {
 
     #[track_caller]
     fn write_until(&self, deadline: Option<Instant>) -> Option<RwLockWriteGuard<'_, T>> {
-        crate::sched::caller::check_entry("rwlock write (with timeout)");
+        crate::sched::api::check_entry("rwlock write (with timeout)");
         Wait::new(&self.state, write_list, write_pass_on)
             .block(deadline, "rwlock write (with timeout)", take_write)
             .map(|()| RwLockWriteGuard { lock: self })

@@ -116,7 +116,7 @@ pub fn block<O>(
     witness: fn(Never) -> O,
 ) -> O {
     // In an async task this panics at once, pointing to `select_async!`.
-    let _ = crate::sched::caller::blocking_caller("select!");
+    let _ = crate::sched::api::blocking_caller("select!");
     crate::task::block_on(Select::new(n, biased, poll, witness))
 }
 

@@ -91,7 +91,7 @@ impl Semaphore {
     /// Takes a permit, waiting while none is available.
     #[track_caller]
     pub fn acquire(&self) -> SemaphorePermit<'_> {
-        crate::sched::caller::check_entry("semaphore acquire");
+        crate::sched::api::check_entry("semaphore acquire");
         Wait::new(&self.state, list, pass_on).block(None, "semaphore acquire", take);
         SemaphorePermit { sem: self }
     }
@@ -113,7 +113,7 @@ impl Semaphore {
 
     #[track_caller]
     fn acquire_until(&self, deadline: Option<Instant>) -> Option<SemaphorePermit<'_>> {
-        crate::sched::caller::check_entry("semaphore acquire (with timeout)");
+        crate::sched::api::check_entry("semaphore acquire (with timeout)");
         Wait::new(&self.state, list, pass_on)
             .block(deadline, "semaphore acquire (with timeout)", take)
             .map(|()| SemaphorePermit { sem: self })

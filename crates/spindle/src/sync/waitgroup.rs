@@ -67,7 +67,7 @@ impl WaitGroup {
     /// Waits until the count is zero.
     #[track_caller]
     pub fn wait(&self) {
-        crate::sched::caller::check_entry("wait group");
+        crate::sched::api::check_entry("wait group");
         let mut node = None;
         loop {
             let mut inner = lock(&self.inner);
@@ -104,7 +104,7 @@ impl WaitGroup {
 
     #[track_caller]
     fn wait_until(&self, deadline: Option<std::time::Instant>) -> bool {
-        crate::sched::caller::check_entry("wait group (with timeout)");
+        crate::sched::api::check_entry("wait group (with timeout)");
         let mut wait = Wait::new(&self.inner, |i| &mut i.waiters, pass_none);
         wait.block(deadline, "wait group (with timeout)", |i, _| (i.count == 0).then_some(())).is_some()
     }

@@ -168,7 +168,7 @@ impl<T> Receiver<T> {
     /// nothing new is left.
     #[track_caller]
     pub fn changed(&mut self) -> Result<(), RecvError> {
-        crate::sched::caller::check_entry("watch changed");
+        crate::sched::api::check_entry("watch changed");
         let seen = &mut self.seen;
         Wait::new(&self.shared, list, pass_none)
             .block(None, "watch changed", |s, _| round(s, seen))
@@ -187,7 +187,7 @@ impl<T> Receiver<T> {
 
     #[track_caller]
     fn changed_until(&mut self, deadline: Option<Instant>) -> Option<Result<(), RecvError>> {
-        crate::sched::caller::check_entry("watch changed (with timeout)");
+        crate::sched::api::check_entry("watch changed (with timeout)");
         let seen = &mut self.seen;
         Wait::new(&self.shared, list, pass_none)
             .block(deadline, "watch changed (with timeout)", |s, _| round(s, seen))

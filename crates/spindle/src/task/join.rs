@@ -1,7 +1,8 @@
 //! [`JoinHandle`] of an async task: a future of its result, a blocking join, and abort.
 //!
 //! The output lives in the task (module `task::raw`) and is handed over through its
-//! completion (module `park::completion`, which holds the invariants).
+//! completion (module `fiber::completion`, which holds the invariants; the waits are module
+//! `park::completion`'s).
 
 use std::fmt;
 use std::future::Future;

@@ -4,7 +4,7 @@
 //!
 //! Invariants: a `MaybeDone`'s future is pinned where the macro's caller put it and dropped in
 //! place, once done (its output is not pinned, and moves out); the fiber forms run every
-//! closure on a fiber of a [`JoinSet`](super::JoinSet), whose drop aborts the fibers still
+//! closure on a fiber of a [`JoinSet`](crate::task::JoinSet), whose drop aborts the fibers still
 //! running when the join leaves early (a panic, an error, the caller's cancellation).
 
 use std::future::{Future, IntoFuture};
@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use super::JoinSet;
+use super::join_set::JoinSet;
 use crate::lock::lock;
 
 /// A future of a `join!`, or its output once it has completed.
@@ -136,7 +136,7 @@ macro_rules! __join {
         $crate::__join!(@munch $mode [$($done)* (__f, $future)] $($rest)*)
     };
     (@munch join [$(($f:ident, $future:expr))+]) => {{
-        $( let mut $f = ::core::pin::pin!($crate::__support::MaybeDone::new($future)); )+
+        $( let mut $f = ::core::pin::pin!($crate::task::join_macros::MaybeDone::new($future)); )+
         ::core::future::poll_fn(|__cx| {
             let mut __all = true;
             $( __all &= $f.as_mut().poll_done(__cx); )+
@@ -148,7 +148,7 @@ macro_rules! __join {
         .await
     }};
     (@munch try_join [$(($f:ident, $future:expr))+]) => {{
-        $( let mut $f = ::core::pin::pin!($crate::__support::MaybeDone::new($future)); )+
+        $( let mut $f = ::core::pin::pin!($crate::task::join_macros::MaybeDone::new($future)); )+
         ::core::future::poll_fn(|__cx| {
             let mut __all = true;
             $(
@@ -187,7 +187,7 @@ macro_rules! __join {
 #[macro_export]
 macro_rules! join_fibers {
     ($($f:expr),+ $(,)?) => {
-        $crate::__support::JoinFibers::join_fibers(($($f,)+))
+        $crate::task::join_macros::JoinFibers::join_fibers(($($f,)+))
     };
 }
 
@@ -211,7 +211,7 @@ macro_rules! join_fibers {
 #[macro_export]
 macro_rules! try_join_fibers {
     ($($f:expr),+ $(,)?) => {
-        $crate::__support::TryJoinFibers::try_join_fibers(($($f,)+))
+        $crate::task::join_macros::TryJoinFibers::try_join_fibers(($($f,)+))
     };
 }
 
@@ -239,7 +239,7 @@ fn taken<T>(out: &Mutex<Option<T>>) -> T {
 }
 
 #[track_caller]
-fn resume(err: crate::JoinError) -> ! {
+fn resume(err: crate::error::JoinError) -> ! {
     std::panic::resume_unwind(err.into_panic())
 }
 

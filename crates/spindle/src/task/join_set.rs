@@ -343,7 +343,7 @@ impl<T: Send + 'static> JoinSet<T> {
         F: FnOnce() -> T + Send + 'static,
     {
         let (id, report) = self.report();
-        let handle = crate::spawn(move || {
+        let handle = crate::fiber::spawn(move || {
             let _report = report;
             f()
         });

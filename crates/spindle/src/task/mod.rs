@@ -52,7 +52,9 @@
 mod block_on;
 mod builder;
 mod join;
-pub(crate) mod join_macros;
+/// What the join macros expand to; not a public API.
+#[doc(hidden)]
+pub mod join_macros;
 mod join_set;
 mod local;
 mod raw;

@@ -49,7 +49,7 @@ pub(crate) struct Task<F: Future> {
 
 // SAFETY: `stage` is touched by one party at a time ("one poller at a time": the RUNNING
 // holder); the joiner reads the output only after completion was published (module
-// `park::completion`). F and its output move between threads, hence the Send bounds (pinned
+// `fiber::completion`). F and its output move between threads, hence the Send bounds (pinned
 // `!Send` futures are wrapped in `Pinned`, whose own impl states why that is sound).
 unsafe impl<F: Future + Send> Sync for Task<F> where F::Output: Send {}
 

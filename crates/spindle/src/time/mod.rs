@@ -180,7 +180,7 @@ where
         panic!("spindle::time::timeout_fiber called outside a spindle runtime");
     }
     let deadline = deadline_after(duration);
-    let handle = crate::spawn(op);
+    let handle = crate::fiber::spawn(op);
     if !handle.wait_until(deadline) {
         handle.abort();
     }

@@ -6,7 +6,7 @@
 //! TCP_NODELAY.
 //!
 //! monoio has no HTTP server of its own; this is a minimal HTTP/1.1 responder written here
-//! (`responder.rs`, shared with the io_uring prototype `uring-proto`):
+//! (`responder.rs`):
 //! request heads parsed with `httparse` (at most 32 headers, 8 KiB per head, else `431` and
 //! close), `Content-Length` request bodies skipped (at most 1 MiB, else `413` and close;
 //! `Transfer-Encoding` → `501` and close; a malformed head → `400` and close), keep-alive per

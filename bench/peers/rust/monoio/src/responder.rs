@@ -1,7 +1,5 @@
-//! The minimal HTTP/1.1 responder of the `monoio` http competitor, shared with the io_uring
-//! prototype (`uring-proto`, which includes this file with `#[path]`) so that both answer with
-//! the same code: request heads parsed with `httparse` (at most 32 headers, 8 KiB per head,
-//! else `431`), `Content-Length` bodies (at most 1 MiB, else `413`; `Transfer-Encoding` →
+//! The minimal HTTP/1.1 responder of the `monoio` http competitor: request heads parsed with
+//! `httparse` (at most 32 headers, 8 KiB per head, else `431`), `Content-Length` bodies (at most 1 MiB, else `413`; `Transfer-Encoding` →
 //! `501`; a malformed head → `400`), keep-alive per HTTP/1.1, `HEAD` without a body; every
 //! request gets `200 OK`, `content-type: text/plain`, `content-length: 13`, `date` (formatted
 //! once per second per thread, with `httpdate`) and `Hello, World!`.

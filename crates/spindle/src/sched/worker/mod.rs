@@ -10,7 +10,7 @@
 //! | `handoff.rs` | the run queue's cell: borrowed by its owner, taken over by the watchdog while the owner is held |
 //! | `task_queue.rs` | the task queues, polling tasks, stealing |
 //! | `lifo.rs` | the LIFO slot both queues use |
-//! | `timers.rs` | the worker's timer wheel |
+//! | `timers.rs` | `Timers`: the worker's timer wheel with its own methods (the worker fires the due wakers) |
 //! | `cancel.rs` | shutdown: cancelling every fiber and task left |
 //! | `coop.rs` | the I/O budget: a fiber whose socket operations never wait yields now and then |
 //! | `shared.rs` | [`WorkerShared`], the part other threads touch |
@@ -19,7 +19,7 @@
 //!
 //! - **queue** ([`Worker::queue_fiber`], [`Worker::queue_task`]): onto this worker's own
 //!   queues, from its own thread; [`Queued::Woken`] puts it in the LIFO slot (every wake-up
-//!   but a completion's, whose joiner goes to the back: module `park::completion`).
+//!   but a completion's, whose joiner goes to the back: module `fiber::completion`).
 //! - **send** ([`WorkerShared::send_fiber`], [`WorkerShared::send_task`]): into another
 //!   worker's inbox, from any thread, waking it.
 //! - **inject** (`RuntimeShared::inject_fiber`, `inject_task`): into the runtime's injector,
@@ -51,7 +51,7 @@
 //!   reference* (the one its spawner queued). It moves, never cloned: `current` holds it while
 //!   the fiber runs, a run queue, the LIFO slot or the owner's inbox while it is runnable,
 //!   `finished` once it is done. While the fiber is parked (park word `PARKED`) nobody holds
-//!   it: `park_current` forgets it, and the one rescheduler (module `park`'s "one
+//!   it: `park_current` forgets it, and the one rescheduler (module `fiber::park_word`'s "one
 //!   rescheduler": the unparker whose compare-exchange moves the word out of `PARKED`, or
 //!   shutdown's `claim_parked`) takes it back and queues it. So a parked fiber's cell and
 //!   stack live until the fiber is resumed, or cancelled at shutdown, whoever else drops
@@ -149,6 +149,8 @@ mod timers;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::task::Waker;
+use std::time::Instant;
 
 use super::metrics::FiberInfo;
 use super::registry::Registry;
@@ -244,6 +246,7 @@ impl Worker {
         let pool = StackPool::new(rt.config.stack_cache, rt.config.stack_keep_warm);
         let deque = rt.workers[index].take_deque();
         let run_queue = rt.workers[index].run_queue.clone();
+        let owner = Arc::as_ptr(&rt.workers[index]) as usize;
         // Worker::new runs on the worker's thread: its kernel id, for the watchdog.
         rt.workers[index]
             .tid
@@ -266,7 +269,7 @@ impl Worker {
             pool: RefCell::new(pool),
             registry: RefCell::new(Registry::default()),
             live_fibers: Cell::new(0),
-            timers: Timers::new(),
+            timers: Timers::new(owner),
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),
             stopping: Cell::new(false),
@@ -299,6 +302,52 @@ impl Worker {
     /// Whether anything is runnable here: a fiber, a task, or remote work in the inbox.
     fn has_runnable(&self) -> bool {
         self.fibers.has_runnable() || self.tasks.has_queued() || self.shared.driver.has_remote_work()
+    }
+
+    /// Adds a timer on this worker's wheel that wakes `waker` at `deadline` (module `timers`).
+    #[inline]
+    pub(crate) fn add_timer(&self, deadline: Instant, waker: Waker) -> TimerHandle {
+        self.timers.add(deadline, waker)
+    }
+
+    /// Cancels a timer (no-op if it fired already, or if it is on another worker's wheel).
+    #[inline]
+    pub(crate) fn cancel_timer(&self, timer: TimerHandle) {
+        self.timers.cancel(timer)
+    }
+
+    /// Whether `timer` is on this worker's wheel and not due yet (`Timers::not_due`).
+    #[inline]
+    pub(crate) fn timer_not_due(&self, timer: TimerHandle, deadline: Instant) -> bool {
+        self.timers.not_due(timer, deadline)
+    }
+
+    /// When the idle loop must wake up for its next timer (`Timers::next_wake`).
+    fn next_timer_deadline(&self) -> Option<Instant> {
+        self.timers.next_wake(&self.rt.clock)
+    }
+
+    /// Fires the timers due on the runtime's clock now: for `time::advance`, which has just
+    /// moved a paused clock (called from a fiber or task of this worker, which holds no
+    /// borrow of the wheel).
+    pub(crate) fn fire_due_timers(&self) {
+        if !self.timers.is_empty() {
+            self.fire_timers(Instant::now());
+        }
+    }
+
+    /// Wakes the owners of every timer that is due, after the wheel is released; `now` is a
+    /// real instant. The wake-ups keep FIFO order (`dispatching`, "LIFO slots").
+    fn fire_timers(&self, now: Instant) {
+        let Some(mut wakers) = self.timers.take_due(now, &self.rt.clock, || !self.has_runnable()) else {
+            return;
+        };
+        self.dispatching.set(true);
+        for w in wakers.drain(..) {
+            w.wake();
+        }
+        self.dispatching.set(false);
+        self.timers.give_back(wakers);
     }
 }
 

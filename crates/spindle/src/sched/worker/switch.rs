@@ -7,7 +7,8 @@
 //!
 //! Invariants: the module `sched::worker` doc's "one current fiber", "fibers stay home", "a
 //! started fiber owns itself" and "recycled off its own stack"; the fiber's park word
-//! is module `park`'s (loom-checked); `park_current` is its one use on the worker side.
+//! is module `fiber::park_word`'s (loom-checked); `park_current` is its one use on the worker
+//! side.
 //! Around each switch the leaving context suspends its thread-local context and resumes it
 //! when it is switched back to (module `fiber::context`, "a worker's span stack is the
 //! running context's").
@@ -22,8 +23,8 @@ use crate::fiber::block::FiberPtr;
 use crate::fiber::context;
 use crate::fiber::control::{FiberRef, Header};
 use crate::fiber::overflow;
+use crate::fiber::park_word::Park;
 use crate::fiber::sanitizer;
-use crate::park::Park;
 use crate::sched::metrics::bump;
 
 impl Worker {
@@ -357,7 +358,7 @@ impl Worker {
         self.check_cancel();
     }
 
-    /// Parks the running fiber (module `park`): unless a permit is pending or it is being
+    /// Parks the running fiber (module `fiber::park_word`): unless a permit is pending or it is being
     /// cancelled, its park word moves to `PARKED` and it switches away until an unparker
     /// queues it again; then it unwinds if it is being cancelled.
     pub(crate) fn park_current(&self, reason: &'static str) {
@@ -368,7 +369,7 @@ impl Worker {
         }
         let header: *const Header = &me.header;
         me.header.waiting_on.set(reason);
-        crate::trace::fiber_parked(&me.header, reason);
+        crate::trace::fiber_parked(me.header.id, reason);
         let save = me.header.sp.as_ptr();
         self.register(&me);
         // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
@@ -457,10 +458,10 @@ fn stack_error(len: usize, err: io::Error) -> io::Error {
     io::Error::new(err.kind(), format!("could not allocate a {len} byte fiber stack: {err}"))
 }
 
-/// Queues a fiber that its waker has just moved out of `PARKED` (module `park`, "one
-/// rescheduler") on the worker that owns it ("fibers stay home"): on this worker as `how`
+/// Queues a fiber that its waker has just moved out of `PARKED` (module `fiber::park_word`,
+/// "one rescheduler") on the worker that owns it ("fibers stay home"): on this worker as `how`
 /// says when that is the current one (`Woken`: the LIFO slot; `Back`: behind the queued
-/// fibers, for a joiner woken by a completion, module `park::completion`), else through the
+/// fibers, for a joiner woken by a completion, module `fiber::completion`), else through the
 /// owner's inbox.
 #[inline]
 pub(crate) fn reschedule(fiber: FiberRef, how: Queued) {

@@ -1,7 +1,7 @@
 //! Spawning 100,000 fibers from one worker, each doing a little work (about 5 µs of
 //! computation), on 1 worker and on N workers: with M:N the total time should approach the
 //! single-worker time divided by the number of workers.
-//! `cargo run --release -p spindle --example spawn_scaling [workers]`
+//! `cargo run --release -p spindle-perf --bin spawn_scaling [workers]`
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Times the release of many fiber stacks: `n` fibers (default 1,000,000) park on one
 //! WaitGroup-like gate, are released together, and then the runtime is dropped.
-//! `cargo run --release -p spindle --example stack_release [n]`
+//! `cargo run --release -p spindle-perf --bin stack_release [n]`
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! Quick per-operation figures for the fiber fast paths, in thread CPU time (so that other
 //! load on the machine inflates them less than wall-clock time). The criterion bench
 //! (`cargo bench -p spindle --bench fiber`) is the reference; this is for quick iteration:
-//! `cargo run --release -p spindle --example microbench`.
+//! `cargo run --release -p spindle-perf --bin microbench`.
 
 use std::time::Duration;
 
