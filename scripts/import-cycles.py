@@ -56,6 +56,8 @@ def module_files(src):
 
 def expand_use(tree):
     """Expand a use tree `a::b::{c, d::{e}}` into its paths."""
+    # `a::b as c`: the alias is not a path segment.
+    tree = re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree)
     tree = re.sub(r"\s+", "", tree)
     depth = 0
     for i, ch in enumerate(tree):
