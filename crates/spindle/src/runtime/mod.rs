@@ -117,9 +117,16 @@ fn enter_tokio(services: &Services) -> Option<tokio::runtime::EnterGuard<'static
     services.tokio_context.then(crate::compat::enter_context)
 }
 
-/// Without the feature: nothing to enter.
+/// Without the feature: nothing to enter (a guard that guards nothing, so that callers hold
+/// it the same way).
 #[cfg(not(feature = "tokio-compat"))]
-fn enter_tokio(_: &Services) {}
+fn enter_tokio(_: &Services) -> NoTokio {
+    NoTokio
+}
+
+/// The guard [`enter_tokio`] gives without the `tokio-compat` feature.
+#[cfg(not(feature = "tokio-compat"))]
+struct NoTokio;
 
 std::thread_local! {
     static SERVICES: std::cell::RefCell<Option<Arc<Services>>> = const { std::cell::RefCell::new(None) };
