@@ -10,14 +10,20 @@
 //! A leaf below every layer: the switch, the spawn and the unparker call it with the fiber's
 //! fields (they own the control block), so it imports nothing of the runtime.
 
-/// A fiber was built (before it is queued).
+/// A fiber was built (before it is queued). The name is asked for only when the event is
+/// recorded: reading it validates its bytes, a cost no spawn should pay for an event that is
+/// off.
 #[inline(always)]
-pub(crate) fn fiber_spawned(id: u64, name: Option<&str>, site: &'static std::panic::Location<'static>) {
+pub(crate) fn fiber_spawned<'a>(
+    id: u64,
+    name: impl FnOnce() -> Option<&'a str>,
+    site: &'static std::panic::Location<'static>,
+) {
     #[cfg(feature = "tracing")]
     tracing::trace!(
         target: "spindle::fiber",
         fiber_id = id,
-        fiber_name = name,
+        fiber_name = name(),
         spawned_at = %site,
         "fiber spawned"
     );

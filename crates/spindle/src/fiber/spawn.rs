@@ -272,7 +272,7 @@ impl Builder {
         }
         {
             let header = building.header();
-            crate::trace::fiber_spawned(header.id, header.name.as_deref(), header.site);
+            crate::trace::fiber_spawned(header.id, || header.name.as_deref(), header.site);
         }
         if let Some(worker) = worker {
             // Straight into the header: a stack returned by value and then moved in was
