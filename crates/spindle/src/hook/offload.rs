@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use libc::c_int;
 
-use super::{errno, set_errno};
+use super::common::{errno, set_errno};
 use crate::park::Waiter;
 use crate::sched::worker::Worker;
 

@@ -280,7 +280,7 @@ impl Builder {
     fn parts(&self, n: usize) -> io::Result<(Arc<RuntimeShared>, Arc<Services>)> {
         // The interposed libc functions stay in every program that builds a runtime.
         #[cfg(feature = "hook")]
-        crate::hook::link();
+        crate::hook::interposed::link();
         static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
         let config = Config {
             stack_size: normalize_size(self.stack_size)?,
