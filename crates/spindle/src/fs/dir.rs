@@ -14,13 +14,14 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
+use std::fs::{FileType, Metadata};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{joined, offload, offload_async, on_worker_pool, FileType, Metadata};
+use super::pool::{joined, offload, offload_async, on_worker_pool};
 use crate::blocking::BlockingHandle;
 use crate::sched::caller::{blocking_caller, Caller};
 
