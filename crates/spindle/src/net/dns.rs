@@ -177,7 +177,7 @@ impl Resolver {
                     landing.land(&job_resolver.finish(&name, result));
                 };
                 // On a worker, the lookup runs on its runtime's blocking pool.
-                if let Some(services) = crate::runtime::services() {
+                if let Some(services) = crate::runtime::services::services() {
                     drop(services.blocking.spawn(job)); // the flight carries the result
                 }
             }
