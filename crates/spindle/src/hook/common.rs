@@ -28,10 +28,10 @@ pub(super) fn errno() -> libc::c_int {
 }
 
 /// Runs a fiber's wait; a cancellation that unwinds out of it (`hook`'s module doc, "no
-/// unwinding into C") is stopped here and becomes `ECANCELED` with the result `failed` (the sleeps pass a
-/// `failed` that says they slept: `std::thread::sleep` treats any error but `EINTR` as a
-/// bug). Any other panic keeps unwinding, into the `extern "C"` frame, which aborts the
-/// process.
+/// unwinding into C") is stopped here and becomes `ECANCELED` with the result `failed` (the
+/// sleeps pass a `failed` that says they slept: `std::thread::sleep` treats any error but
+/// `EINTR` as a bug). Any other panic keeps unwinding, into the `extern "C"` frame, which
+/// aborts the process.
 pub(super) fn parked<R>(worker: &Worker, failed: R, wait: impl FnOnce() -> R) -> R {
     if worker.current_fiber_cancelled() {
         set_errno(libc::ECANCELED);

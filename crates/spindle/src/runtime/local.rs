@@ -210,7 +210,8 @@ impl Drop for LocalRuntime {
     }
 }
 
-/// The `block_on` fiber's result: its value, or its panic resumed on the caller (`LocalRuntime::block_on`).
+/// The `block_on` fiber's result: its value, or its panic resumed on the caller
+/// (`LocalRuntime::block_on`).
 fn join_block_on<T>(handle: JoinHandle<T>) -> T {
     match handle.join() {
         Ok(value) => value,

@@ -1,15 +1,7 @@
 //! [`Runtime`]: the runtime that owns its worker threads, its pools and its watchdog (a
 //! `LocalRuntime` holds one with no worker thread, and shares its drop).
 //!
-//! Shutdown (dropping the [`Runtime`]): each worker stops taking new work, cancels fibers that
-//! never started (their join handles get a cancelled [`JoinError`](crate::JoinError)) and
-//! resumes every started fiber with its cancel flag set, so it unwinds from its suspension
-//! point (`park`, `yield_now`, a blocking channel operation) and runs its destructors. Fibers
-//! that only switch among themselves (yield loops, endless ping-pong) see the shutdown within
-//! a few dozen switches. Fibers spawned during shutdown (from a destructor) are cancelled
-//! too, even when pinned to a worker that has already stopped. A fiber that never reaches a
-//! suspension point (an endless computation) keeps the drop from returning, as a thread that
-//! never ends keeps `join` from returning.
+//! Its drop carries out the shutdown the `runtime` module doc describes ("Shutdown").
 
 use std::io;
 use std::sync::atomic::Ordering;
