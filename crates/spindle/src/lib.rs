@@ -167,7 +167,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let services = runtime::services()
+    let services = runtime::services::services()
         .expect("spindle::spawn_blocking called outside a spindle runtime; use Runtime::spawn_blocking");
     services.blocking.spawn(f)
 }

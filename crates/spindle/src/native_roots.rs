@@ -72,7 +72,7 @@ pub async fn load_async(
     if let Some(outcome) = loaded() {
         return outcome;
     }
-    if crate::Handle::current().is_none() {
+    if crate::runtime::handle::Handle::current().is_none() {
         return Err(RootsError::NoRuntime);
     }
     let job = crate::spawn_blocking(move || ROOTS.get_or_init(|| load(log_target)).clone());
@@ -97,7 +97,7 @@ pub fn load_until(
     if let Some(outcome) = loaded() {
         return outcome;
     }
-    if crate::Handle::current().is_none() {
+    if crate::runtime::handle::Handle::current().is_none() {
         return Err(RootsError::NoRuntime);
     }
     let job = crate::spawn_blocking(move || ROOTS.get_or_init(|| load(log_target)).clone());

@@ -14,13 +14,14 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
+use std::fs::{FileType, Metadata};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{joined, offload, offload_async, on_worker_pool, FileType, Metadata};
+use super::pool::{joined, offload, offload_async, on_worker_pool};
 use crate::blocking::BlockingHandle;
 use crate::sched::caller::{blocking_caller, Caller};
 
@@ -158,7 +159,7 @@ impl Iterator for ReadDir {
             let std = self.std.take()?;
             let batch = match blocking_caller("fs::read_dir") {
                 Caller::Thread => read_batch(std),
-                Caller::Fiber(_) => match crate::runtime::services() {
+                Caller::Fiber(_) => match crate::runtime::services::services() {
                     Some(services) => {
                         match joined(services.files.spawn(move || read_batch(std)).join().map(Ok)) {
                             Ok(batch) => batch,

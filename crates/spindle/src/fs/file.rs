@@ -17,6 +17,7 @@
 //!   so the file's position always matches the bytes delivered.
 
 use std::fmt;
+use std::fs::{Metadata, Permissions};
 use std::future::Future;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -25,8 +26,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::pool::{offload, offload_async, shut_down};
 use super::queue::Shared;
-use super::{offload, offload_async, shut_down, Metadata, Permissions};
 use crate::sched::caller::blocking_caller;
 use crate::sync::oneshot::Receiver;
 

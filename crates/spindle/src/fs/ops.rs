@@ -6,11 +6,12 @@
 //! futures of the `_async` forms are `Send + 'static` whatever was passed: spawn them, or
 //! bound them with [`time::timeout`](crate::time::timeout).
 
+use std::fs::{Metadata, Permissions};
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{offload, offload_async, Metadata, Permissions};
+use super::pool::{offload, offload_async};
 
 /// Reads the whole file at `path` ([`std::fs::read`]): one job, whatever the file's size.
 ///

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
-use super::on_worker_pool;
+use super::pool::on_worker_pool;
 use crate::lock::lock;
 use crate::sync::oneshot::{self, Receiver};
 

@@ -31,11 +31,11 @@ use std::os::fd::RawFd;
 
 use libc::{c_char, c_int, c_uint, c_void, iovec, off64_t, off_t, size_t, ssize_t};
 
+use super::common::{errno, on_fiber};
 use super::fd::{self, Entry};
 use super::iov::Iovecs;
 use super::offload::{offload, Lent};
 use super::real::real;
-use super::{errno, on_fiber};
 use crate::sched::worker::Worker;
 
 /// The entry of `fd` if a fiber's data call on it must not wait on the worker: a regular

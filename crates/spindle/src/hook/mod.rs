@@ -71,8 +71,10 @@
 //! - `ppoll`, `pselect` and `epoll_pwait` with a signal mask pass through (a parked fiber
 //!   cannot take a signal mask).
 
+mod common;
 mod fd;
 mod file;
+pub(crate) mod interposed;
 mod iov;
 mod offload;
 mod poll;
@@ -81,118 +83,3 @@ mod sleep;
 mod socket;
 mod transfer;
 mod wait;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use crate::sched::worker::{self, Worker};
-
-/// The worker whose fiber is making the call, if a fiber is (module doc, "off a fiber, the
-/// call is glibc's").
-#[inline]
-fn on_fiber() -> Option<&'static Worker> {
-    worker::current().filter(|w| w.in_fiber())
-}
-
-/// Sets the calling thread's `errno`.
-fn set_errno(code: libc::c_int) {
-    // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for writes
-    // for the life of the thread.
-    unsafe { *libc::__errno_location() = code };
-}
-
-/// The calling thread's `errno`.
-fn errno() -> libc::c_int {
-    // SAFETY: as in `set_errno`, for reads.
-    unsafe { *libc::__errno_location() }
-}
-
-/// Runs a fiber's wait; a cancellation that unwinds out of it (module doc, "no unwinding into
-/// C") is stopped here and becomes `ECANCELED` with the result `failed` (the sleeps pass a
-/// `failed` that says they slept: `std::thread::sleep` treats any error but `EINTR` as a
-/// bug). Any other panic keeps unwinding, into the `extern "C"` frame, which aborts the
-/// process.
-fn parked<R>(worker: &Worker, failed: R, wait: impl FnOnce() -> R) -> R {
-    if worker.current_fiber_cancelled() {
-        set_errno(libc::ECANCELED);
-        return failed;
-    }
-    match catch_unwind(AssertUnwindSafe(wait)) {
-        Ok(r) => r,
-        Err(payload) if payload.is::<crate::error::Cancelled>() => {
-            crate::fiber::cancel::end();
-            set_errno(libc::ECANCELED);
-            failed
-        }
-        Err(payload) => std::panic::resume_unwind(payload),
-    }
-}
-
-/// Keeps the interposed functions in every program that uses a runtime: the linker takes an
-/// archive member only for a symbol it needs at the time, and `std`, whose calls these
-/// functions must catch, comes after spindle on the link line. The runtime's builder refers
-/// to this table, which refers to every function.
-pub(crate) fn link() {
-    std::hint::black_box(INTERPOSED.0.as_ptr());
-}
-
-/// The interposed functions, as addresses (see [`link`]).
-struct Interposed([*const (); 53]);
-
-// SAFETY: the table holds function addresses, which are never written or dereferenced as data.
-unsafe impl Sync for Interposed {}
-
-static INTERPOSED: Interposed = Interposed([
-    socket::socket as *const (),
-    socket::connect as *const (),
-    socket::accept as *const (),
-    socket::accept4 as *const (),
-    transfer::read as *const (),
-    transfer::write as *const (),
-    transfer::readv as *const (),
-    transfer::writev as *const (),
-    transfer::recv as *const (),
-    transfer::recvfrom as *const (),
-    transfer::recvmsg as *const (),
-    transfer::send as *const (),
-    transfer::sendto as *const (),
-    transfer::sendmsg as *const (),
-    socket::close as *const (),
-    socket::setsockopt as *const (),
-    socket::fcntl as *const (),
-    socket::ioctl as *const (),
-    socket::dup as *const (),
-    socket::dup2 as *const (),
-    socket::dup3 as *const (),
-    poll::poll as *const (),
-    poll::ppoll as *const (),
-    poll::select as *const (),
-    poll::pselect as *const (),
-    poll::epoll_wait as *const (),
-    poll::epoll_pwait as *const (),
-    sleep::nanosleep as *const (),
-    sleep::clock_nanosleep as *const (),
-    sleep::usleep as *const (),
-    sleep::sleep as *const (),
-    file::pread as *const (),
-    file::pread64 as *const (),
-    file::pwrite as *const (),
-    file::pwrite64 as *const (),
-    file::preadv as *const (),
-    file::preadv64 as *const (),
-    file::pwritev as *const (),
-    file::pwritev64 as *const (),
-    file::fsync as *const (),
-    file::fdatasync as *const (),
-    file::open as *const (),
-    file::open64 as *const (),
-    file::openat as *const (),
-    file::openat64 as *const (),
-    file::creat as *const (),
-    file::creat64 as *const (),
-    file::stat as *const (),
-    file::stat64 as *const (),
-    file::lstat as *const (),
-    file::lstat64 as *const (),
-    file::fstatat as *const (),
-    file::fstatat64 as *const (),
-]);

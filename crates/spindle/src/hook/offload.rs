@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use libc::c_int;
 
-use super::{errno, set_errno};
+use super::common::{errno, set_errno};
 use crate::park::Waiter;
 use crate::sched::worker::Worker;
 
@@ -73,7 +73,7 @@ pub(super) fn offload(
     if std::thread::panicking() {
         return job();
     }
-    let Some(services) = crate::runtime::services() else {
+    let Some(services) = crate::runtime::services::services() else {
         // A worker always has its runtime's services; should it not, the call runs here.
         return job();
     };

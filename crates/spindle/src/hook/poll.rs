@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, nfds_t, pollfd, sigset_t, timespec, timeval};
 
+use super::common::{on_fiber, parked, set_errno};
 use super::fd::{self, Waitable};
 use super::real::real;
-use super::{on_fiber, parked, set_errno};
 use crate::reactor::io::Direction;
 use crate::reactor::registration::Unregister;
 use crate::sched::worker::Worker;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use libc::{c_int, c_uint, clockid_t, timespec};
 
+use super::common::{on_fiber, parked, set_errno};
 use super::real::real;
-use super::{on_fiber, parked, set_errno};
 use crate::sched::worker::Worker;
 
 /// A `timespec` as a duration; `None` when invalid (negative, or nanoseconds out of range).

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use libc::{c_int, c_ulong, c_void, sockaddr, socklen_t};
 
+use super::common::{errno, on_fiber, set_errno};
 use super::fd;
 use super::real::real;
 use super::wait::{blocking_socket, deadline, would_block, Stop, Waiter};
-use super::{errno, on_fiber, set_errno};
 use crate::reactor::io::Direction;
 
 /// `socket(2)`: glibc's, the new socket recorded.

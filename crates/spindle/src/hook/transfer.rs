@@ -8,12 +8,12 @@ use std::os::fd::RawFd;
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
+use super::common::{errno, on_fiber, set_errno};
 use super::fd::Entry;
 use super::file::{file, transfer, transfer_one, Dir, POSITION};
 use super::iov::Iovecs;
 use super::real::real;
 use super::wait::{blocking_socket, blocking_socket_unless, deadline, would_block, Stop, Waiter};
-use super::{errno, on_fiber, set_errno};
 use crate::reactor::io::Direction;
 use crate::sched::worker::Worker;
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 
+use super::common::{parked, set_errno};
 use super::fd::{self, Entry, Waitable};
-use super::{parked, set_errno};
 use crate::reactor::io::Direction;
 use crate::sched::worker::Worker;
 

@@ -128,6 +128,23 @@ impl<T: ToSocketAddrs + ?Sized> ToSocketAddrs for &T {
     }
 }
 
+/// Resolves `addr` with std (on the calling thread: used only by `bind`, whose addresses are
+/// local) and runs `f` on each address until one succeeds (like std's `each_addr`).
+pub(super) fn each_addr<A: std::net::ToSocketAddrs, T>(
+    addr: A,
+    mut f: impl FnMut(SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last_err = None;
+    for addr in addr.to_socket_addrs()? {
+        match f(addr) {
+            Ok(v) => return Ok(v),
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err
+        .unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "could not resolve to any addresses")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use super::addr::{Target, ToSocketAddrs};
 use super::flight::{Flights, Landing};
+use super::io_future::IoFuture;
 use crate::sched::caller::{blocking_caller, Caller};
 use crate::sched::worker;
 
@@ -176,7 +177,7 @@ impl Resolver {
                     landing.land(&job_resolver.finish(&name, result));
                 };
                 // On a worker, the lookup runs on its runtime's blocking pool.
-                if let Some(services) = crate::runtime::services() {
+                if let Some(services) = crate::runtime::services::services() {
                     drop(services.blocking.spawn(job)); // the flight carries the result
                 }
             }
@@ -276,9 +277,9 @@ pub fn lookup_host(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
 }
 
 /// The future-side [`lookup_host`].
-pub fn lookup_host_async(addr: impl ToSocketAddrs) -> super::IoFuture<Vec<SocketAddr>> {
+pub fn lookup_host_async(addr: impl ToSocketAddrs) -> IoFuture<Vec<SocketAddr>> {
     let target = addr.to_target();
-    super::IoFuture::new(async move { default_resolver().resolve_async(target?).await })
+    IoFuture::new(async move { default_resolver().resolve_async(target?).await })
 }
 
 /// Runs `f` on each address of `addr` in turn until one succeeds (as std's `connect` does).

@@ -121,7 +121,7 @@ fn recv_inq(socket: &Socket, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::as_uninit;
+    use crate::net::uninit::as_uninit;
     use std::io::Write;
 
     fn pair() -> (Socket, std::net::TcpStream) {

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
-use super::as_uninit;
 use super::drain::Drain;
+use super::uninit::as_uninit;
 use crate::reactor::io::Direction;
 use crate::reactor::registration::Registration;
 use crate::sched::caller::{blocking_caller, Caller};

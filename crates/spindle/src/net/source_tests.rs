@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::IoSource;
-use crate::net::{TcpListener, TcpStream};
+use crate::net::tcp::{TcpListener, TcpStream};
 use crate::reactor::io::Direction;
 use crate::sched::worker;
 

@@ -20,7 +20,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::{TcpStream, UnixStream};
+use super::tcp::TcpStream;
+use super::unix::UnixStream;
 use crate::reactor::io::Direction;
 
 /// A byte stream that can be split into owned halves: [`TcpStream`] and [`UnixStream`]. Sealed:

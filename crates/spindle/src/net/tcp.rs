@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::addr::ToSocketAddrs;
+use super::addr::{each_addr, ToSocketAddrs};
+use super::dns;
+use super::io_future::IoFuture;
 use super::source::IoSource;
-use super::{dns, each_addr, IoFuture};
 use crate::reactor::io::Direction;
 
 /// The backlog of `TcpListener::bind` (the kernel caps it at `net.core.somaxconn`).

@@ -14,7 +14,8 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::split::{OwnedReadHalf, OwnedWriteHalf, SplitStream};
-use super::{TcpStream, UnixStream};
+use super::tcp::TcpStream;
+use super::unix::UnixStream;
 
 /// A read into the unfilled part of `buf` with `read` (a `futures-io` style poll).
 fn fill(

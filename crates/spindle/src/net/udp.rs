@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::addr::ToSocketAddrs;
+use super::addr::{each_addr, ToSocketAddrs};
+use super::dns;
 use super::source::IoSource;
-use super::{as_uninit, dns, each_addr};
+use super::uninit::as_uninit;
 use crate::reactor::io::Direction;
 
 /// A UDP socket. `recv_from` and `send_to` park the calling fiber while not ready.

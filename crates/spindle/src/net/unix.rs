@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::as_uninit;
+use super::io_future::IoFuture;
 use super::source::IoSource;
 use super::tcp::accept4;
+use super::uninit::as_uninit;
 use crate::reactor::io::Direction;
 
 /// A Unix-domain stream listener. `accept` parks the calling fiber until a connection arrives.
@@ -181,9 +182,9 @@ impl UnixStream {
 
     /// The future-side [`connect`](Self::connect), for async tasks. A full backlog is retried
     /// with the same growing pause, as a timer future.
-    pub fn connect_async(path: impl AsRef<Path>) -> super::IoFuture<UnixStream> {
+    pub fn connect_async(path: impl AsRef<Path>) -> IoFuture<UnixStream> {
         let addr = SockAddr::unix(path);
-        super::IoFuture::new(async move {
+        IoFuture::new(async move {
             let addr = addr?;
             let socket = unix_socket(Type::STREAM)?;
             let mut pause = Duration::from_millis(1);

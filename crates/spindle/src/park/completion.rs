@@ -61,7 +61,7 @@ impl Completion {
             }
         }
         while !self.is_complete() {
-            super::park_on(reason);
+            crate::sched::api::park(reason);
         }
     }
 
@@ -103,7 +103,7 @@ impl Completion {
         let Some(forward) = self.forward(joiner) else { return true };
         *lock(&forward.0) = Some(Waiter::current());
         while !self.is_complete() && api::now() < deadline {
-            super::park_until(Some(deadline), reason);
+            super::timed::park_until(Some(deadline), reason);
         }
         if self.is_complete() {
             return true;

@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use super::timed::park_until;
+use super::wait_list::{wake, WaitList, WaitNode};
 use crate::lock::lock as lock_state;
-use crate::park::{self, WaitList, WaitNode};
 use crate::sched::api;
 pub(crate) use crate::sched::api::deadline_in;
 
@@ -147,7 +148,7 @@ impl WaitSlot {
             }
             list(&mut state).push(self.node.as_ref().expect("just set"));
             drop(state);
-            park::park_until(deadline, reason);
+            park_until(deadline, reason);
         }
     }
 
@@ -197,7 +198,7 @@ impl WaitSlot {
             pass_on(&mut state)
         };
         drop(state);
-        wakes.into_iter().for_each(park::wake);
+        wakes.into_iter().for_each(wake);
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 
-use super::Waiter;
+use crate::fiber::waiter::Waiter;
 
 /// One waiter, queued or not.
 #[derive(Debug)]

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use super::{LocalRuntime, Runtime, Services};
+use super::local::LocalRuntime;
+use super::multi_thread::Runtime;
+use super::services::{enter_tokio, enter_worker, Services};
 use crate::fiber;
 use crate::fiber::stack::normalize_size;
 use crate::sched::worker::{Worker, WorkerShared};
@@ -209,8 +211,8 @@ impl Builder {
             let (rt, worker_services) = (shared.clone(), services.clone());
             let spawned = thread::Builder::new().name(format!("{}-{i}", self.thread_name)).spawn(move || {
                 // For the thread's whole life: every fiber and task of it runs inside.
-                let _tokio = super::enter_tokio(&worker_services);
-                super::enter_worker(worker_services);
+                let _tokio = enter_tokio(&worker_services);
+                enter_worker(worker_services);
                 let shared = rt.workers[i].clone();
                 let worker = Worker::new(rt, i);
                 shared.in_loop.store(true, Ordering::Release);
@@ -280,7 +282,7 @@ impl Builder {
     fn parts(&self, n: usize) -> io::Result<(Arc<RuntimeShared>, Arc<Services>)> {
         // The interposed libc functions stay in every program that builds a runtime.
         #[cfg(feature = "hook")]
-        crate::hook::link();
+        crate::hook::interposed::link();
         static RUNTIME_IDS: AtomicU64 = AtomicU64::new(1);
         let config = Config {
             stack_size: normalize_size(self.stack_size)?,
@@ -342,5 +344,22 @@ impl Builder {
             crate::compat::bridge();
         }
         Ok((shared, services))
+    }
+}
+
+// The runtimes' default constructors live beside the builder they call, so that the runtimes'
+// own files do not depend on it.
+
+impl Runtime {
+    /// A runtime with the default settings.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+}
+
+impl LocalRuntime {
+    /// A local runtime with the default settings; see [`Builder::build_local`].
+    pub fn new() -> io::Result<LocalRuntime> {
+        Builder::new().build_local()
     }
 }

@@ -8,7 +8,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
-use super::Services;
+use super::dump::dump_fibers;
+use super::services::Services;
 use crate::fiber::JoinHandle;
 use crate::sched::deadlock::Outside;
 use crate::sched::{worker, RuntimeShared};
@@ -32,7 +33,7 @@ impl Outside for RuntimeOutside {
     }
 
     fn declare(&self, rt: &RuntimeShared, headline: &str) {
-        let dump = super::dump_fibers(rt);
+        let dump = dump_fibers(rt);
         let mut report =
             format!("spindle: {headline} {} fibers wait for what nothing can bring:", dump.len());
         for f in &dump {
@@ -60,7 +61,7 @@ impl Outside for RuntimeOutside {
         rt.waiters.fail_all(report.into());
         if self.local {
             // The local runtime's `block_on` runs the loop: make it leave, to fail there.
-            drop(crate::task::spawn_pinned(rt.workers[0].clone(), async {
+            drop(crate::task::spawn::spawn_pinned(rt.workers[0].clone(), async {
                 if let Some(worker) = worker::current() {
                     worker.leave_soon();
                 }

@@ -22,6 +22,9 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use super::dump::dump_fibers;
+use super::services::{self, Services};
+use super::spawn::spawn_fiber_on;
 use crate::fiber::{self, JoinHandle};
 use crate::sched::{worker, RuntimeShared};
 
@@ -39,7 +42,7 @@ use crate::sched::{worker, RuntimeShared};
 #[derive(Clone)]
 pub struct Handle {
     shared: Arc<RuntimeShared>,
-    services: Arc<super::Services>,
+    services: Arc<Services>,
 }
 
 /// The error of a spawn through a [`Handle`] whose runtime has been dropped (or is being
@@ -62,14 +65,14 @@ impl fmt::Debug for Handle {
 }
 
 impl Handle {
-    pub(crate) fn new(shared: Arc<RuntimeShared>, services: Arc<super::Services>) -> Handle {
+    pub(crate) fn new(shared: Arc<RuntimeShared>, services: Arc<Services>) -> Handle {
         Handle { shared, services }
     }
 
     /// The handle of the runtime whose worker runs the caller, or `None` outside a worker.
     pub fn current() -> Option<Handle> {
         let w = worker::current()?;
-        Some(Handle { shared: w.rt.clone(), services: super::services()? })
+        Some(Handle { shared: w.rt.clone(), services: services::services()? })
     }
 
     /// Whether the caller runs on a worker of any spindle runtime (a thread-local read; no
@@ -93,7 +96,7 @@ impl Handle {
     /// On a local runtime's own thread outside its `block_on` (nothing would run its worker):
     /// use [`LocalRuntime::dump_fibers`](crate::LocalRuntime::dump_fibers) there.
     pub fn dump_fibers(&self) -> Vec<crate::sched::metrics::FiberInfo> {
-        super::dump_fibers(&self.shared)
+        dump_fibers(&self.shared)
     }
 
     /// The runtime's shutdown token (see [`Runtime::shutdown_token`](crate::Runtime::shutdown_token)).
@@ -129,7 +132,7 @@ impl Handle {
         }
         // Queued under the read lock (module doc); on a worker of this runtime the task starts
         // in that worker's queue, elsewhere in the task injector.
-        let handle = crate::task::spawn_on(self.shared.clone(), future);
+        let handle = crate::task::spawn::spawn_on(self.shared.clone(), future);
         drop(closed);
         Ok(handle)
     }
@@ -159,7 +162,7 @@ impl Handle {
         if *closed {
             return Err(RuntimeClosed);
         }
-        let handle = super::spawn_fiber_on(&self.shared, fiber::Builder::new(), f)
+        let handle = spawn_fiber_on(&self.shared, fiber::Builder::new(), f)
             .expect("spawn a fiber with the runtime's default settings");
         drop(closed);
         Ok(handle)

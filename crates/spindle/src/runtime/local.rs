@@ -19,11 +19,14 @@
 //!   a worker thread does at shutdown; then the common runtime drop cancels what was injected
 //!   and never taken.
 
-use std::io;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
-use super::{BlockOn, Handle, Runtime};
+use super::block_on::BlockOn;
+use super::handle::Handle;
+use super::multi_thread::Runtime;
+use super::services::{enter_services, enter_tokio};
+use super::spawn::spawn_fiber_on;
 use crate::fiber::{self, JoinHandle};
 use crate::sched::worker::{self, Exit, Worker};
 
@@ -69,11 +72,6 @@ impl std::fmt::Debug for LocalRuntime {
 }
 
 impl LocalRuntime {
-    /// A local runtime with the default settings; see [`Builder::build_local`](super::Builder::build_local).
-    pub fn new() -> io::Result<LocalRuntime> {
-        super::Builder::new().build_local()
-    }
-
     /// Called by `Builder::build_local` on the building thread.
     pub(super) fn new_on_this_thread(rt: Runtime) -> LocalRuntime {
         let _ = rt.shared.workers[0].thread.set(std::thread::current().id());
@@ -98,13 +96,13 @@ impl LocalRuntime {
             "LocalRuntime::block_on called inside a spindle runtime's fiber or task; spawn a fiber and join it instead"
         );
         let root = fiber::Builder::new().name("block_on").worker(0);
-        let handle = super::spawn_fiber_on(&self.rt.shared, root, move || {
+        let handle = spawn_fiber_on(&self.rt.shared, root, move || {
             let _leave = LeaveOnEnd;
             body.run()
         })
         .expect("spawn the block_on fiber");
-        let _services = super::enter_services(self.rt.services.clone());
-        let _tokio = super::enter_tokio(&self.rt.services);
+        let _services = enter_services(self.rt.services.clone());
+        let _tokio = enter_tokio(&self.rt.services);
         let shared = &self.rt.shared;
         let ticket = shared.waiters.enter();
         let _leave = super::deadlock::Leave(shared, ticket);
@@ -121,7 +119,7 @@ impl LocalRuntime {
                 report.as_deref().unwrap_or("spindle: the loop was left before the block_on fiber ended")
             );
         }
-        super::join_block_on(handle)
+        join_block_on(handle)
     }
 
     /// Spawns a fiber on this runtime; it runs in the next `block_on` (inside one, use
@@ -203,11 +201,20 @@ impl Drop for LocalRuntime {
             // worker's queues.
             return;
         }
-        let _services = super::enter_services(self.rt.services.clone());
-        let _tokio = super::enter_tokio(&self.rt.services);
+        let _services = enter_services(self.rt.services.clone());
+        let _tokio = enter_tokio(&self.rt.services);
         let exit = self.worker.run_loop();
         debug_assert_eq!(exit, Exit::Stopped);
         // `rt`'s own drop follows: the blocking pool, and whatever was injected after the
         // loop stopped.
+    }
+}
+
+/// The `block_on` fiber's result: its value, or its panic resumed on the caller
+/// (`LocalRuntime::block_on`).
+fn join_block_on<T>(handle: JoinHandle<T>) -> T {
+    match handle.join() {
+        Ok(value) => value,
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
     }
 }

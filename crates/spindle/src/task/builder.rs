@@ -6,8 +6,8 @@
 
 use std::future::Future;
 
+use super::join::JoinHandle;
 use super::raw::{Home, Task};
-use super::JoinHandle;
 use crate::sched::task_ref::TaskRef;
 use crate::sched::worker::{self, Queued};
 

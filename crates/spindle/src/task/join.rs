@@ -132,3 +132,6 @@ impl<T> fmt::Debug for JoinHandle<T> {
         f.debug_struct("task::JoinHandle").field("finished", &self.is_finished()).finish()
     }
 }
+
+/// A panic's payload (what [`JoinError::into_panic`](crate::JoinError::into_panic) gives).
+pub type Payload = Box<dyn std::any::Any + Send>;

@@ -33,7 +33,7 @@ use crate::error::JoinError;
 use crate::lock::lock;
 use crate::park::wait::{pass_none, Wait, WaitSlot};
 use crate::park::{self, WaitList};
-use crate::time::Elapsed;
+use crate::time::timeout::Elapsed;
 
 /// A set of fibers and tasks of one result type, joined in the order they finish (tokio's
 /// `JoinSet`, with fibers). Results stay in the set until [`join_next`](Self::join_next) (a
@@ -100,7 +100,7 @@ impl Drop for Report {
 }
 
 enum Member<T> {
-    Task(super::JoinHandle<T>),
+    Task(super::join::JoinHandle<T>),
     Fiber(crate::fiber::JoinHandle<T>),
 }
 
@@ -305,7 +305,7 @@ impl<T: Send + 'static> JoinSet<T> {
         F: Future<Output = T> + Send + 'static,
     {
         let (id, report) = self.report();
-        let handle = super::spawn_async(async move {
+        let handle = super::spawn::spawn_async(async move {
             let _report = report;
             future.await
         });
@@ -324,7 +324,7 @@ impl<T: Send + 'static> JoinSet<T> {
         F: Future<Output = T> + 'static,
     {
         let (id, report) = self.report();
-        let handle = super::spawn_local(async move {
+        let handle = super::spawn::spawn_local(async move {
             let _report = report;
             future.await
         });

@@ -14,8 +14,9 @@
 //!   [`task_local!`](crate::task_local) keeps a value for a task's scope.
 
 // Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
-// `join` (the [`JoinHandle`]), `block_on`, `join_set` ([`JoinSet`]), `join_macros` (`join!`
-// and friends), `local` (`task_local!`). The scheduler sees tasks only as
+// `spawn` (the spawn functions), `join` (the [`JoinHandle`]), `yield_now`, `block_on`,
+// `join_set` ([`JoinSet`]), `join_macros` (`join!` and friends), `local` (`task_local!`;
+// its macros in `local_macros`). The scheduler sees tasks only as
 // `sched::task_ref::TaskRef`.
 //
 // # Invariants
@@ -57,180 +58,16 @@ mod join;
 pub mod join_macros;
 mod join_set;
 mod local;
+mod local_macros;
 mod raw;
+pub(crate) mod spawn;
 mod state;
-
-use std::any::Any;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+pub(crate) mod yield_now;
 
 pub use block_on::block_on;
 pub use builder::Builder;
-pub use join::JoinHandle;
+pub use join::{JoinHandle, Payload};
 pub use join_set::{JoinNext, JoinSet};
 pub use local::{AccessError, LocalKey, TaskLocalFuture};
-use raw::{Home, Pinned, Task};
-
-use crate::sched::worker::{self, Queued, WorkerShared};
-use crate::sched::RuntimeShared;
-
-/// Spawns `future` as a task on the current runtime. Tasks are polled by the workers' event
-/// loops on the worker threads' own stacks; a task may be polled by another worker than the
-/// one that spawned it (an idle worker steals runnable tasks from busy ones), which is why the
-/// future must be `Send`. Its wakers may be called from any thread. [`spawn_local`] keeps a
-/// task on the current worker.
-///
-/// # Panics
-///
-/// Outside a spindle runtime (use [`crate::Runtime::spawn_async`] there).
-pub fn spawn_async<F>(future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let worker = worker::current().expect("spindle::task::spawn_async called outside a spindle runtime");
-    spawn_on(worker.rt.clone(), future)
-}
-
-/// Spawns `future` as a task that runs only on the current worker: it is never stolen by
-/// another worker, so the future need not be `Send` (it may hold `Rc`s, `RefCell`s,
-/// thread-locals' references). The output still goes to the joiner, which may be anywhere.
-///
-/// ```
-/// let rt = spindle::Runtime::new().unwrap();
-/// let n = rt.block_on(|| {
-///     let shared = std::rc::Rc::new(std::cell::Cell::new(41));
-///     let s = shared.clone();
-///     let h = spindle::task::spawn_local(async move { s.set(s.get() + 1); s.get() });
-///     h.join().unwrap()
-/// });
-/// assert_eq!(n, 42);
-/// ```
-///
-/// # Panics
-///
-/// Outside a spindle worker thread.
-pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
-where
-    F: Future + 'static,
-    F::Output: Send + 'static,
-{
-    let worker = worker::current().expect("spindle::task::spawn_local called outside a spindle worker");
-    let home = Home::Pinned(worker.shared.clone());
-    // Registered in the home's live list at once ("exactly one canceller"), so that shutdown
-    // drops the future on this thread whatever happens to it.
-    let task = Task::new(home, Pinned(future), true, false);
-    worker.register_task(task.clone());
-    task.queue(Queued::Back);
-    JoinHandle::new(task)
-}
-
-/// Spawns `future` as [`spawn_async`] does, and, when that takes nothing from anyone, polls
-/// it once before returning, inside the calling task's poll, instead of queueing that first
-/// poll behind the others. A task whose first poll gets far (a request handler that answers
-/// at once) then has its effects happen within its spawner's poll: no trip through the
-/// queue, and its spawner sees them before it returns (spindle-http's HTTP/2 streams: the
-/// response is queued on the connection while the connection is still being polled, and
-/// goes out in the same pass).
-///
-/// The first poll happens at once only when the caller is a task's poll on a runtime of one
-/// worker (with more, an idle worker could take the queued task and run it in parallel:
-/// the task is queued), with no other task queued on it (the new task would overtake the
-/// waiting ones: it goes behind them), while that poll's I/O budget lasts (the eager poll
-/// takes a unit, and the eager task's socket operations spend the same budget, so a poll
-/// that spawns eagerly in a loop ends up queueing), and not inside another eager first
-/// poll. Otherwise, and from a fiber, this is [`spawn_async`]. Either way the task's later
-/// polls are queued as any task's, and its output goes to the [`JoinHandle`].
-///
-/// ```
-/// use std::sync::atomic::{AtomicBool, Ordering};
-/// use std::sync::Arc;
-///
-/// let rt = spindle::runtime::Builder::new().worker_threads(1).build().unwrap();
-/// let h = rt.spawn_async(async {
-///     let ran = Arc::new(AtomicBool::new(false));
-///     let r = ran.clone();
-///     let inner = spindle::task::spawn_eager(async move { r.store(true, Ordering::Relaxed) });
-///     let polled_at_once = ran.load(Ordering::Relaxed);
-///     inner.await.unwrap();
-///     polled_at_once
-/// });
-/// assert!(h.join().unwrap(), "one worker, from a task: the first poll happened at once");
-/// ```
-///
-/// # Panics
-///
-/// Outside a spindle runtime (use [`crate::Runtime::spawn_async`] there).
-pub fn spawn_eager<F>(future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    worker::current().expect("spindle::task::spawn_eager called outside a spindle runtime");
-    Builder::new().eager(true).spawn(future)
-}
-
-/// Spawns a `Send` task that any worker of `rt` may run.
-pub(crate) fn spawn_on<F>(rt: Arc<RuntimeShared>, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let task = Task::new(Home::Any(rt), future, false, false);
-    task.queue(Queued::Back);
-    JoinHandle::new(task)
-}
-
-/// Spawns a `Send` task that only `home` runs (from any thread).
-pub(crate) fn spawn_pinned<F>(home: Arc<WorkerShared>, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let task = Task::new(Home::Pinned(home), future, false, false);
-    task.queue(Queued::Back);
-    JoinHandle::new(task)
-}
-
-/// Yields the current task: the first poll wakes the task and returns `Pending`, so that it
-/// goes to the back of its worker's queue (never the LIFO slot: a task that wakes itself while
-/// it runs is a yield) and every other queued task and fiber runs before it continues.
-///
-/// ```
-/// let rt = spindle::Runtime::new().unwrap();
-/// let h = rt.spawn_async(async {
-///     for _ in 0..3 {
-///         spindle::task::yield_now().await;
-///     }
-///     7
-/// });
-/// assert_eq!(h.join().unwrap(), 7);
-/// ```
-pub fn yield_now() -> YieldNow {
-    YieldNow { yielded: false }
-}
-
-/// The future of [`yield_now`].
-#[derive(Debug)]
-#[must_use = "futures do nothing unless awaited"]
-pub struct YieldNow {
-    yielded: bool,
-}
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-/// A panic's payload (what [`JoinError::into_panic`](crate::JoinError::into_panic) gives).
-pub type Payload = Box<dyn Any + Send>;
+pub use spawn::{spawn_async, spawn_eager, spawn_local};
+pub use yield_now::{yield_now, YieldNow};

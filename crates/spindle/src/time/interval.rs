@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::{deadline_from, now, sleep_until, sleep_until_future, Sleep};
+use super::clock::{deadline_from, now};
+use super::sleep::{sleep_until, sleep_until_future, Sleep};
 
 /// How late a tick may be taken before it counts as missed (then [`MissedTickBehavior`]
 /// applies): a timer fires up to a millisecond after its deadline, plus the time its fiber or

@@ -141,5 +141,5 @@ pub fn advance_async(by: Duration) -> impl Future<Output = ()> + Send + 'static 
     let worker = worker_for("advance_async");
     check(worker.rt.clock.advance(by), "advance_async");
     worker.fire_due_timers();
-    crate::task::yield_now()
+    crate::task::yield_now::yield_now()
 }

@@ -373,7 +373,7 @@ impl Worker {
         let save = me.header.sp.as_ptr();
         self.register(&me);
         // Parked, the fiber's run reference belongs to its one rescheduler ("a started fiber
-        // owns itself"), which takes it back with `park::unpark` or `claim_parked`.
+        // owns itself"), which takes it back with `fiber::waiter::unpark` or `claim_parked`.
         std::mem::forget(me);
         self.switch_away(save, header, None);
         self.check_cancel();
