@@ -5,6 +5,8 @@
 # again without it), the examples, gRPC interop with grpc-go, the loom models, a smoke
 # run of the tournament (--quick: every suite in seconds; peers that are not installed get a
 # row saying why), the aarch64 cross-check and spindle's tests under ASan and TSan.
+# Also: no import circle in spindle-http and spindle-grpc, and in spindle only the one the
+# layer rule allows (scripts/import-cycles.py).
 # Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +29,17 @@ else
     echo "missing ${servers_apt[*]} and cannot apt-get install them (not root or no apt-get): the tests of tests/servers will fail" >&2
 fi
 
+step "import circles: none in spindle-http and spindle-grpc; in spindle only the one between fiber and sched"
+python3 scripts/import-cycles.py crates/spindle-http/src crates/spindle-grpc/src
+python3 scripts/import-cycles.py --allow fiber,sched crates/spindle/src
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy --all-targets --all-features -- -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+step "cargo clippy --all-targets -- -D warnings (default features: code under cfg(not(feature)) too)"
+cargo clippy --workspace --all-targets -- -D warnings
 
 step "the Rust peers' own workspace (bench/peers/rust): fmt and clippy -D warnings"
 (cd bench/peers/rust && cargo fmt --all --check && cargo clippy --workspace --all-targets -- -D warnings)

@@ -81,3 +81,9 @@ pub(super) struct Entered<'a>(#[allow(dead_code)] Option<tracing::span::Entered<
 /// The guard of [`CallTrace::enter`] (nothing without the feature).
 #[cfg(not(feature = "tracing"))]
 pub(super) struct Entered<'a>(std::marker::PhantomData<&'a ()>);
+
+/// Dropped where the span would be left, as with the feature.
+#[cfg(not(feature = "tracing"))]
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {}
+}
