@@ -26,8 +26,8 @@ pub(crate) fn parse_timeout(value: &http::HeaderValue) -> Option<Duration> {
     })
 }
 
-/// `grpc-timeout`, named once: a lookup by `&str` parses the name on every call (~165
-/// instructions of a unary call in process, callgrind).
+/// `grpc-timeout`, named once: a lookup by `&str` parses the name on every call, a cost of
+/// every unary call (`docs/perf/grpc.md`, "Header lookups and routing").
 pub(crate) static GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
 
 /// The `grpc-timeout` header's value, if any. A request carries a few headers (tonic's

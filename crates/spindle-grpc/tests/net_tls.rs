@@ -191,8 +191,7 @@ fn mutual_tls() {
     let net = start(move |s| s.tls(config));
     // No client certificate: refused.
     // The attempt fails with the connection (the server's alert, or the reset of the first
-    // write), never only at the connect timeout (it did in ~1 attempt in 30, module
-    // first_frame).
+    // write), never only at the connect timeout (as it sometimes did: module first_frame).
     let anonymous = connect(&net, https(&net, trusting(&ca)).connect_timeout(Duration::from_secs(30)));
     let err = anonymous.map(drop).unwrap_err().to_string();
     assert!(!err.contains("in time"), "{err}");

@@ -266,8 +266,8 @@ impl Channel {
 
 /// The service and method of a gRPC path without its leading `/` (`package.Service/Method`):
 /// what comes before and after the last `/`. A byte loop from the end: the method name is
-/// short, and `rsplit_once` goes through `memrchr` (~100 instructions a call for this,
-/// callgrind).
+/// short, and `rsplit_once` goes through `memrchr`, whose setup costs more than the loop
+/// (`docs/perf/grpc.md`, "Header lookups and routing").
 fn route(path: &str) -> Option<(&str, &str)> {
     let slash = path.bytes().rposition(|b| b == b'/')?;
     Some((&path[..slash], &path[slash + 1..]))

@@ -77,7 +77,7 @@ where
 }
 
 /// Registered services by name. A linear scan while there are few (comparing short strings is
-/// cheaper than SipHash; it showed as 1% of a unary call), a hash map beyond that.
+/// cheaper than hashing the name with SipHash on every call), a hash map beyond that.
 #[derive(Clone, Default)]
 pub(super) struct Services {
     list: Vec<(&'static str, Registration)>,

@@ -12,7 +12,7 @@
 //!   waiting manager, so an attempt fails when its connection does, never only at the connect
 //!   timeout. (Before writes and drops counted, a server that refused a TLS client certificate
 //!   and closed could reset the client's first write; hyper then ended the connection without
-//!   a read, and the manager waited out its connect timeout: ~1 attempt in 30 here.)
+//!   a read, and the manager now and then waited out its connect timeout.)
 //! - **One outcome.** Once decided, the outcome never changes; later reads pass straight
 //!   through to the socket.
 

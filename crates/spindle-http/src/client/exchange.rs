@@ -129,9 +129,9 @@ async fn checkout(inner: &Arc<Inner>, key: &Key) -> Result<(Conn, bool), ClientE
             Checkout::Reuse(conn) => (conn, false),
             Checkout::Open(guard) => {
                 // Boxed: opening (resolve, connect, TLS, handshake) is rare, and its state
-                // inline made every request's future 2,584 bytes instead of 1,488, all of it
-                // in the caller's fiber stack (callgrind, keep-alive GETs: ~500 instructions
-                // and ~45 L1 misses a request fewer with this and `block_on` pinning in place).
+                // inline made every request's future far larger, all of it in the caller's
+                // fiber stack, moved and brought into the cache on every request over a kept
+                // connection (`docs/perf/http.md`, "Client").
                 let conn = Box::pin(connect::open(key, config, guard)).await?;
                 inner.pool.set_h2(key, &conn);
                 (conn, true)

@@ -303,7 +303,7 @@ impl Client {
             // exchange first), so that its timer can go on into the body (module `body`); it
             // covers the redirects followed, if any. The exchange is pinned here, in this
             // future, and the redirect chain (rare) boxed: each layer of future around the
-            // exchange was one more move of its ~1.1 KB (module `follow`).
+            // exchange was one more move of its whole state (module `follow`).
             let limit = inner.config.request_timeout;
             let mut timer = limit.map(spindle::time::sleep_future);
             // Kept for a redirect's next hop, and lent to the exchange's retries (one copy).

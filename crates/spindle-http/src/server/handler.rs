@@ -50,7 +50,7 @@ impl Drop for Busy {
 pub(crate) trait Respond: Send + Sync + 'static {
     /// Its output is what hyper's service returns (a `Result` that cannot fail), so that the
     /// response goes through the service's future without one more change of layout (a copy
-    /// of the response, ~30 instructions a request).
+    /// of the response on every request).
     type Future: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static;
     fn respond(&self, req: Request<Body>, busy: Busy, origin: &Origin) -> Self::Future;
 }

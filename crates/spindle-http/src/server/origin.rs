@@ -20,18 +20,18 @@ impl Origin {
     /// `spindle-http 127.0.0.1:5000 POST /upload`: a handler fiber's name (the path cut at
     /// 100 bytes); `spindle-http connection POST /upload` when the peer is unknown. Made for
     /// every request: the IPv4 peer's text is written once per connection ([`Peer`]), and
-    /// never through `core::fmt` (~1,500 instructions, callgrind, more than hyper's parsing
-    /// of the request); a name of up to `Name::INLINE` bytes (an IPv4 client and a short
-    /// path) is built in the fiber's control block, with no allocation (an allocation and a
-    /// free, ~200 instructions a request in h2c hello, callgrind).
+    /// never through `core::fmt` (which costs more than hyper's parsing of the request); a
+    /// name of up to `Name::INLINE` bytes (an IPv4 client and a short path) is built in the
+    /// fiber's control block, with no allocation (otherwise an allocation and a free a
+    /// request).
     pub(crate) fn handler_name<B>(&self, req: &Request<B>) -> spindle::fiber::Name {
         let path = req.uri().path();
         let cut = (0..=path.len().min(100)).rev().find(|&i| path.is_char_boundary(i)).unwrap_or(0);
         let method = req.method().as_str();
         let v6;
         let peer: &str = match &self.peer {
-            // The whole aligned buffer is checked (three words; its first 15 bytes alone
-            // were checked one by one, ~120 instructions a request), then cut.
+            // The whole aligned buffer is checked (three words, where its first 15 bytes
+            // alone would be checked one by one), then cut.
             Peer::V4 { len, text } => std::str::from_utf8(&text.0)
                 .ok()
                 .and_then(|text| text.get(..usize::from(*len)))
@@ -48,7 +48,7 @@ impl Origin {
 
 /// A connection's client address as its handler fibers' names need it: an IPv4 address is
 /// written as text once, when the connection starts serving (for a request's name, that text
-/// is copied; it was written for every request, ~180 instructions), an IPv6 one (rare) is
+/// is copied, cheaper than writing it for every request), an IPv6 one (rare) is
 /// kept as an address and written per request. The size of the `Option<SocketAddr>` it
 /// replaces (32 bytes): an idle connection holds no more.
 #[derive(Debug, Clone, Copy)]
@@ -86,8 +86,8 @@ impl Peer {
 
 /// An IPv4 peer's text, written without `core::fmt`: each octet's digits and a dot stored
 /// as four bytes from a table, into a buffer of 32 bytes aligned to 8, which `str::from_utf8`
-/// checks 16 bytes at a time (digits computed by division, then the 15 bytes of
-/// `127.0.0.1:50000` checked one by one, cost ~300 instructions).
+/// checks 16 bytes at a time (cheaper than digits computed by division, then the 15 bytes
+/// of `127.0.0.1:50000` checked one by one).
 #[repr(align(8))]
 struct V4Text([u8; 32]);
 

@@ -60,8 +60,8 @@ fn host_ok<B>(req: &Request<B>) -> bool {
 }
 
 /// The bytes of a reg-name or IPv4 address (RFC 3986): unreserved, `%` of pct-encoded, and
-/// sub-delims. A table: the Host check runs for every request (a scan of the 17 others per
-/// byte cost ~370 instructions a request, callgrind).
+/// sub-delims. A table: the Host check runs for every request, and a lookup is one load per
+/// byte where a scan of the 17 others is a loop per byte.
 static REG_NAME: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;

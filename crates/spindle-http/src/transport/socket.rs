@@ -27,9 +27,9 @@
 //!   `pipeline_flush(false)`) over a plain socket never holds a byte on this side (writes go
 //!   to the socket, and a socket buffers nothing of its own), so hyper's `poll_flush` and
 //!   the driver's `poll_drain` answer `Ready` without taking the lock: `Shared::flushless`,
-//!   fixed when the connection is made. HTTP/2 flushes and drains about five times a
-//!   request: ~180 instructions a request (callgrind, h2c hello) of locking and looking at
-//!   an empty buffer.
+//!   fixed when the connection is made. HTTP/2 flushes and drains several times a request,
+//!   each a lock taken to look at an empty buffer (`docs/perf/http.md`, "HTTP/2: eager
+//!   first polls").
 //! - **One allocation per connection**: the same `Arc` holds what the connection's owner
 //!   attaches to the socket (`C`: a server connection's counters, module `server::counters`;
 //!   nothing for a client's), outside the lock: the service holds it strongly ([`Attached`], it

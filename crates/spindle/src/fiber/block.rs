@@ -78,7 +78,7 @@ unsafe impl<T: Send> Sync for OutputRef<T> {}
 /// that might unwind or fail (the block, the allocator, the stack) happens before, so the
 /// closure moves once, from where its spawner built it into the block ([`Building::fill`]).
 /// Built through a `make` closure after the block was taken, a server's request handler was
-/// copied three more times on the way (~170 instructions): the closure that captured it was
+/// copied three more times on the way: the closure that captured it was
 /// live on the unwinding path of the block's allocation.
 pub(crate) struct Vacant<S> {
     raw: NonNull<FiberCell<S>>,
@@ -95,7 +95,7 @@ impl<S> Vacant<S> {
     }
 
     /// Writes the cell's header, built by `header` (in place: a header built on the stack
-    /// and copied cost ~50 instructions). The stage follows with [`Building::fill`], once
+    /// would be copied whole). The stage follows with [`Building::fill`], once
     /// whatever else might fail (the fiber's stack, written into the header) has succeeded.
     #[inline(always)]
     pub(crate) fn write_header(self, header: impl FnOnce() -> Header) -> Building<S> {

@@ -1,12 +1,12 @@
 //! A per-thread cache of freed control blocks' memory, by class (module `fiber::block`), so
 //! that a spawn after a fiber's end reuses a block without a trip through the allocator.
 //!
-//! glibc's malloc and free cost ~150 instructions per spawn, and more when thousands of
-//! fibers are alive: a block of ~450 bytes is too large for glibc's thread cache, so each
+//! glibc's malloc and free are a large share of a spawn's cost, and larger when thousands
+//! of fibers are alive: a block of ~450 bytes is too large for glibc's thread cache, so each
 //! one goes through the allocator's bins, whose lists live in the freed chunks themselves
-//! (a cache miss per block once they are out of cache). The fibers suite's warm case (10
-//! rounds of 10,000 fibers) spent about a tenth of its time there while the cache kept 64
-//! blocks a layout.
+//! (a cache miss per block once they are out of cache). A cache of 64 blocks a layout sent
+//! most of the fibers suite's warm case (10 rounds of 10,000 fibers) through them
+//! (`docs/perf/stacks.md`, "The control block cache").
 //!
 //! Blocks are filed by **class**, not by exact layout: a block's size rounded up to a cache
 //! line (`CLASS_BYTES`), its alignment kept. Closures of different types and near sizes
@@ -145,7 +145,7 @@ pub(crate) fn trim() {
 /// they are.
 /// A `const fn`, inlined: a block's layout is its type's, so the class is folded at compile
 /// time wherever the caller's layout is a constant (computed inside the out-of-line `take`,
-/// classes cost 34 instructions a spawn, `scripts/spawn_instructions.sh`; folded, 17).
+/// it would be arithmetic on every spawn; `docs/perf/spawn-cost.md`).
 #[inline(always)]
 const fn class(layout: Layout) -> Layout {
     if layout.size() > CACHE_MAX_BLOCK {

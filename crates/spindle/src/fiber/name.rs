@@ -2,8 +2,8 @@
 //! only when it is long.
 //!
 //! A server that names each request's fiber after its client and request (spindle-http
-//! does) made one allocation and one free per request for the name alone (~200
-//! instructions with glibc's malloc, about 1% of an HTTP/2 request's user-space work).
+//! does) made one allocation and one free per request for the name alone, through glibc's
+//! malloc (`docs/perf/spawn-cost.md`, the name).
 //! Names of up to [`Name::INLINE`] bytes now cost a copy.
 
 use std::borrow::Cow;

@@ -229,7 +229,7 @@ impl Driver {
             io.dispatch(bits);
         }
         // `with` + `replace`, not `LocalKey::set`: `set` goes through the key's lazy
-        // initialisation path on every call (~48 instructions, two calls a pass).
+        // initialisation path on every call, and a pass makes two.
         drop(DISPATCH_SCRATCH.with(|scratch| scratch.replace(ready)));
         n
     }

@@ -4,10 +4,11 @@
 //! allocates its own arena. A per-thread arena gives memory back to the kernel on a free
 //! that leaves more than `M_TOP_PAD` free at its top (`heap_trim`: one `madvise`), so a
 //! loop that allocates and frees a few hundred KiB per iteration (a 100 KiB gRPC message,
-//! an HTTP body) pays a system call and a page fault per 4 KiB page on every iteration; on
-//! this VM that made a 100 KiB unary call 5x slower on a worker than on the main thread
-//! (whose arena grows with `brk` and did not trim in the same loop). Raising the top pad
-//! keeps up to that much free memory at the top of each arena instead.
+//! an HTTP body) pays a system call and a page fault per 4 KiB page on every iteration, which
+//! made a 100 KiB unary call several times slower on a worker than on the main thread (whose
+//! arena grows with `brk` and did not trim in the same loop; `docs/perf/scheduler.md`, "glibc
+//! arenas and `M_TOP_PAD`"). Raising the top pad keeps up to that much free memory at the
+//! top of each arena instead.
 
 /// The top pad spindle sets unless told otherwise (per arena, kept only once an arena has
 /// grown that far).

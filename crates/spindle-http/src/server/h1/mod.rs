@@ -3,8 +3,8 @@
 //! and answered here, without hyper's general dispatcher; the first request that is
 //! anything else hands the connection to hyper, which serves it from that request on.
 //!
-//! Why: a hello-world request through hyper costs spindle-http thousands of user-space
-//! instructions more than a path of its own (`docs/perf/http.md`, "An HTTP/1 path without
+//! Why: a hello-world request through hyper costs spindle-http far more user-space
+//! instructions than a path of its own (`docs/perf/http.md`, "An HTTP/1 path without
 //! hyper"; `docs/decisions/011-own-http1-path.md`), the difference between trailing and leading
 //! may-minihttp's CPU per request. Chunked, large or slow bodies, `Expect`, upgrades,
 //! HTTP/1.0 and malformed input stay hyper's: its request smuggling defences and error

@@ -345,8 +345,8 @@ impl Worker {
 
     /// Whether anyone reads this worker's reactor-read stamp: the other workers ("no reactor
     /// left unread while a worker idles") and the watchdog's rescue, which both need two
-    /// workers or more. A runtime of one worker skips it: the time arithmetic is ~50
-    /// instructions a pass of the loop (two passes per tcp pingpong round trip).
+    /// workers or more. A runtime of one worker skips it: the time arithmetic would cost every
+    /// pass of the loop, and a tcp pingpong round trip makes two.
     #[inline]
     fn publishes_reactor_reads(&self) -> bool {
         self.rt.workers.len() >= 2

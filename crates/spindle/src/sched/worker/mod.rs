@@ -131,10 +131,9 @@
 //!   are batched: under load the queue then runs in phases (every ready connection's poll,
 //!   then every stream's, ...), each phase's code staying in the instruction cache across
 //!   the connections, where the LIFO slot (and the streams' eager first polls) ran each
-//!   request's whole path (for HTTP/2, hyper's and h2's ~30,000 instructions over more code
-//!   than the 32 KiB L1 instruction cache holds) once per request (`docs/perf/scheduler.md`,
-//!   "Batched tasks"). Other tasks keep the slot: a message's receiver behind busy tasks
-//!   answers sooner with it.
+//!   request's whole path (for HTTP/2, hyper's and h2's code, more than the L1 instruction
+//!   cache holds) once per request (`docs/perf/scheduler.md`, "Batched tasks"). Other tasks
+//!   keep the slot: a message's receiver behind busy tasks answers sooner with it.
 
 mod cancel;
 mod coop;
