@@ -82,6 +82,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod call_metrics;
 mod channel;
 mod client;
 mod either;
@@ -95,6 +96,7 @@ mod tls;
 pub mod typed;
 mod wire;
 
+pub use call_metrics::MAX_METHODS as MAX_METHODS_WITH_METRICS;
 /// The most response bytes buffered between a pump task and a caller outside the runtime
 /// (plus the frame being produced).
 pub use channel::pipe::BYTES as PIPE_BYTES;

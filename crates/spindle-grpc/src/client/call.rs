@@ -27,7 +27,11 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::shared::Shared;
+use crate::call_metrics::{code_of, CallMetrics};
 use crate::lock::lock;
+
+/// The trailer (or, in a status-only answer, the header) that carries a call's status.
+static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 use crate::status::status_trailers;
 use crate::wire::{never_processed, status_of, WireBody};
 
@@ -199,6 +203,8 @@ pub(crate) struct CallParts {
     pub(crate) _permit: Permit,
     pub(crate) deadline: Option<Deadline>,
     pub(crate) cancel: CancelOnDrop,
+    /// The call's figures (module `call_metrics`; nothing without the `metrics` feature).
+    pub(crate) metrics: CallMetrics,
 }
 
 /// The response future of a call on a [`RemoteChannel`](crate::RemoteChannel).
@@ -217,6 +223,9 @@ impl RemoteFuture {
 
     fn fail(&mut self, status: Status) -> Poll<Result<http::Response<RemoteBody>, std::convert::Infallible>> {
         self.stage = Stage::Ready(None);
+        if let Some(call) = self.call.as_mut() {
+            call.metrics.end_with(|| status.code());
+        }
         // The permit and timers go now; dropping the hyper future resets the stream.
         self.call = None;
         Poll::Ready(Ok(status.into_http()))
@@ -274,7 +283,14 @@ impl Future for RemoteFuture {
             }
             Poll::Ready(Ok(response)) => {
                 this.stage = Stage::Ready(None);
-                let call = this.call.take();
+                let mut call = this.call.take();
+                if let Some(call) = call.as_mut() {
+                    // A status-only answer: the call ends with the response.
+                    let status = response.headers().get(&GRPC_STATUS);
+                    if status.is_some() {
+                        call.metrics.end_with(|| code_of(status));
+                    }
+                }
                 Poll::Ready(Ok(response.map(|body| {
                     let end = http_body::Body::is_end_stream(&body);
                     let mut body = RemoteBody { body: Some(WireBody::new(body)), call };
@@ -313,6 +329,9 @@ impl RemoteBody {
 
     fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.body = None;
+        if let Some(call) = self.call.as_mut() {
+            call.metrics.end_with(|| status.code());
+        }
         self.call = None;
         Poll::Ready(Some(Ok(status_trailers(status))))
     }
@@ -330,7 +349,10 @@ impl http_body::Body for RemoteBody {
         let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
         match Pin::new(body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if frame.is_trailers() {
+                if let Some(trailers) = frame.trailers_ref() {
+                    if let Some(call) = this.call.as_mut() {
+                        call.metrics.end_with(|| code_of(trailers.get(&GRPC_STATUS)));
+                    }
                     this.finish();
                 }
                 Poll::Ready(Some(Ok(frame)))
@@ -341,6 +363,10 @@ impl http_body::Body for RemoteBody {
             }
             Poll::Ready(None) => {
                 this.body = None;
+                if let Some(call) = this.call.as_mut() {
+                    // Ended without a status (tonic reports the missing trailers as INTERNAL).
+                    call.metrics.end_with(|| tonic::Code::Internal);
+                }
                 this.finish();
                 Poll::Ready(None)
             }

@@ -6,11 +6,15 @@
 //! it spawns, which inherit it) are inside too. Without the feature [`CallTrace`] is empty and
 //! every method compiles to nothing.
 
-/// One call's span and start time (nothing without the feature).
+use crate::call_metrics::{code_of, CallMetrics, Side};
+
+/// One call's span and start time (nothing without the feature), and its figures (module
+/// `call_metrics`, feature `metrics`).
 #[derive(Debug)]
 pub(super) struct CallTrace {
     #[cfg(feature = "tracing")]
     inner: Option<(tracing::Span, std::time::Instant)>,
+    metrics: CallMetrics,
 }
 
 impl CallTrace {
@@ -20,12 +24,14 @@ impl CallTrace {
         CallTrace {
             #[cfg(feature = "tracing")]
             inner: None,
+            metrics: CallMetrics::none(),
         }
     }
 
     /// The span of a call to `path` (`/package.Service/Method`), if its level is enabled.
     #[inline]
     pub(super) fn new(path: &str) -> CallTrace {
+        let metrics = CallMetrics::start(Side::Server, path);
         #[cfg(feature = "tracing")]
         {
             let (service, method) = path.trim_start_matches('/').rsplit_once('/').unwrap_or((path, ""));
@@ -37,15 +43,12 @@ impl CallTrace {
                 latency_ms = tracing::field::Empty,
             );
             if span.is_disabled() {
-                return CallTrace::none();
+                return CallTrace { inner: None, metrics };
             }
-            CallTrace { inner: Some((span, std::time::Instant::now())) }
+            CallTrace { inner: Some((span, std::time::Instant::now())), metrics }
         }
         #[cfg(not(feature = "tracing"))]
-        {
-            let _ = path;
-            CallTrace::none()
-        }
+        CallTrace { metrics }
     }
 
     /// Enters the span (if any) until the guard drops.
@@ -60,9 +63,11 @@ impl CallTrace {
     /// The call ended with `status` (a `grpc-status` value; none: the body ended without
     /// trailers, an abnormal end hyper will reset): records it and the latency.
     #[inline]
-    pub(super) fn finish(self, status: Option<&http::HeaderValue>) {
+    pub(super) fn finish(mut self, status: Option<&http::HeaderValue>) {
+        // No status: hyper resets the stream, the client sees the call cancelled.
+        self.metrics.end_with(|| if status.is_some() { code_of(status) } else { tonic::Code::Cancelled });
         #[cfg(feature = "tracing")]
-        if let Some((span, start)) = self.inner {
+        if let Some((span, start)) = self.inner.take() {
             let latency_ms = start.elapsed().as_secs_f64() * 1e3;
             let status = status.and_then(|s| s.to_str().ok()).unwrap_or("none");
             span.record("status", status);
@@ -70,7 +75,7 @@ impl CallTrace {
             span.in_scope(|| tracing::debug!(status, latency_ms, "finished processing call"));
         }
         #[cfg(not(feature = "tracing"))]
-        let _ = (self, status);
+        let _ = status;
     }
 }
 
