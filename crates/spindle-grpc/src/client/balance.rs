@@ -371,13 +371,18 @@ impl Balanced {
         Pick::Child(child, of.outlier.clone())
     }
 
-    /// Which children are ejected now: `None` when none is, or all are (then none is
-    /// skipped), or the channel ejects no outliers.
+    /// Which children are left out now, ejected (module `outlier`) or reporting they are not
+    /// serving (module `health`): `None` when none is, or all are (then none is skipped), or
+    /// the channel does neither.
     fn ejected(&self, children: &[Child]) -> Option<Vec<bool>> {
-        self.outliers.as_ref()?;
+        if self.outliers.is_none() && !children.iter().any(|c| c.health.is_some()) {
+            return None;
+        }
         let now = Instant::now();
-        let ejected: Vec<bool> =
-            children.iter().map(|c| c.outlier.as_ref().is_some_and(|o| o.is_ejected(now))).collect();
+        let ejected: Vec<bool> = children
+            .iter()
+            .map(|c| c.not_serving() || c.outlier.as_ref().is_some_and(|o| o.is_ejected(now)))
+            .collect();
         let count = ejected.iter().filter(|&&e| e).count();
         (count > 0 && count < children.len()).then_some(ejected)
     }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 
+use super::health::{Health, HealthWatch};
 use super::outlier::{Budget, Outlier};
 use super::remote_channel::RemoteChannel;
 use crate::lock::lock;
@@ -25,12 +26,34 @@ pub(crate) struct Child {
     pub(crate) relay: Arc<Relay>,
     /// Its outlier record, when the channel ejects outliers.
     pub(crate) outlier: Option<Arc<Outlier>>,
+    /// Its health watch, when the channel checks health (module `health`).
+    pub(crate) health: Option<Arc<HealthWatch>>,
 }
 
 impl Child {
     pub(crate) fn new(addr: Option<SocketAddr>, channel: RemoteChannel, waiters: &Arc<Waiters>) -> Child {
         let relay = Arc::new(Relay { armed: AtomicBool::new(false), waiters: waiters.clone() });
-        Child { addr, channel, relay, outlier: None }
+        Child { addr, channel, relay, outlier: None, health: None }
+    }
+
+    /// The same server with a health watch of `service` when the channel checks health:
+    /// `existing`'s when the server had one.
+    pub(crate) fn with_health(
+        mut self,
+        service: Option<&str>,
+        handle: Option<&spindle::Handle>,
+        existing: Option<&Child>,
+    ) -> Child {
+        self.health = existing.and_then(|c| c.health.clone()).or_else(|| {
+            let (service, handle) = (service?, handle?);
+            Some(Arc::new(HealthWatch::start(self.channel.clone(), service.to_string(), handle)))
+        });
+        self
+    }
+
+    /// Whether the server reported it is not serving (module `health`).
+    pub(crate) fn not_serving(&self) -> bool {
+        self.health.as_ref().is_some_and(|h| h.state.get() == Health::NotServing)
     }
 
     /// The same server with an outlier record when the channel ejects outliers (`budget`):

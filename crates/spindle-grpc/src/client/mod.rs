@@ -18,7 +18,8 @@
 //! `connect`), `shared` (the state its clones, calls and manager share), `state` (the
 //! connection's states), `connector` and `first_frame` (the manager fiber and its handshake
 //! check), `call` (one call's life), `balance` ([`BalancedChannel`] over several servers),
-//! `target` (gRPC target names), `outlier` (servers left out while their calls fail), `resolution` and `resolve` (a channel over a name kept in
+//! `target` (gRPC target names), `outlier` (servers left out while their calls fail),
+//! `health` (servers left out while they report they are not serving), `resolution` and `resolve` (a channel over a name kept in
 //! step with its addresses), `retry` and `retry_call` (retry policies and the calls that
 //! follow them).
 
@@ -28,6 +29,7 @@ mod child;
 mod connector;
 mod endpoint;
 mod first_frame;
+mod health;
 mod outlier;
 mod remote_channel;
 mod resolution;

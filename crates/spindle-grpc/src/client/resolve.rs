@@ -50,6 +50,7 @@ pub struct BalancedBuilder {
     retry: Option<Arc<ServiceConfig>>,
     retry_buffer: usize,
     outliers: Option<OutlierEjection>,
+    health: Option<String>,
 }
 
 impl std::fmt::Debug for BalancedBuilder {
@@ -95,6 +96,7 @@ impl BalancedChannel {
             retry: None,
             retry_buffer: DEFAULT_RETRY_BUFFER,
             outliers: None,
+            health: None,
         })
     }
 }
@@ -152,6 +154,15 @@ impl BalancedBuilder {
         self
     }
 
+    /// Watches each server's health for `service` (`grpc.health.v1.Health/Watch`, module
+    /// `health`; `""` is the server as a whole) and leaves out of the picks a server that
+    /// reports it is not serving, until it serves again (off by default; grpc-go's
+    /// `healthCheckConfig`).
+    pub fn health_check(mut self, service: impl Into<String>) -> BalancedBuilder {
+        self.health = Some(service.into());
+        self
+    }
+
     /// Builds the channel. A fixed list (`ipv4:`, `ipv6:`, `unix:`) starts connecting to every
     /// server (`round_robin`) or the first (`pick_first`) now; a `dns` name starts its
     /// resolver's fiber on the endpoint's runtime. Errors: a template endpoint
@@ -169,6 +180,10 @@ impl BalancedBuilder {
                 format!("spindle-grpc: not an authority: {authority:?}"),
             )
         })?;
+        if template.handle.is_none() {
+            // The health watches run there too.
+            template.handle = spindle::Handle::current();
+        }
         let waiters = Arc::new(Waiters::default());
         let (retry, buffer) = (self.retry, self.retry_buffer);
         let outliers = self.outliers.map(Budget::new);
@@ -179,14 +194,24 @@ impl BalancedBuilder {
         let (host, port) = match self.target {
             TargetName::Dns { host, port } => (host, port),
             TargetName::Addrs(addrs) => {
-                let children = children_for(&addrs, &[], &template, self.policy, &waiters, None)?;
+                let children = children_for(
+                    &addrs,
+                    &[],
+                    &template,
+                    self.policy,
+                    &waiters,
+                    None,
+                    health_of(&self.health, &template),
+                )?;
                 return Ok(BalancedChannel::from_shared(balanced(children, waiters, None)));
             }
             TargetName::Unix(path) => {
                 template.target = Target::Unix(path);
                 let child = template.connect_lazy()?;
                 child.connect_now()?;
-                let children = vec![Child::new(None, child, &waiters)];
+                let child = Child::new(None, child, &waiters);
+                let children =
+                    vec![child.with_health(self.health.as_deref(), template.handle.as_ref(), None)];
                 return Ok(BalancedChannel::from_shared(balanced(children, waiters, None)));
             }
         };
@@ -204,12 +229,22 @@ impl BalancedBuilder {
             template,
             min_interval: self.min_interval,
             refresh: self.refresh,
+            health: self.health,
         };
         handle
             .try_spawn(move || fiber.run())
             .map_err(|e| io::Error::other(format!("spindle-grpc: cannot start the resolver: {e}")))?;
         Ok(BalancedChannel::from_shared(balanced))
     }
+}
+
+/// The health check's service and the runtime its watches run on, when the channel checks
+/// health.
+fn health_of<'a>(
+    service: &'a Option<String>,
+    template: &'a Endpoint,
+) -> Option<(&'a str, &'a spindle::Handle)> {
+    Some((service.as_deref()?, template.handle.as_ref()?))
 }
 
 /// The children for `addrs`, in that order: an existing child's when one has the address,
@@ -221,6 +256,7 @@ fn children_for(
     policy: LoadBalancing,
     waiters: &Arc<Waiters>,
     outliers: Option<&Arc<Budget>>,
+    health: Option<(&str, &spindle::Handle)>,
 ) -> io::Result<Vec<Child>> {
     let mut children = Vec::with_capacity(addrs.len());
     for (i, &addr) in addrs.iter().enumerate() {
@@ -240,7 +276,8 @@ fn children_for(
                 channel
             }
         };
-        children.push(Child::new(Some(addr), channel, waiters).with_outlier(outliers, kept));
+        let child = Child::new(Some(addr), channel, waiters).with_outlier(outliers, kept);
+        children.push(child.with_health(health.map(|h| h.0), health.map(|h| h.1), kept));
     }
     Ok(children)
 }
@@ -255,6 +292,7 @@ struct Refresh {
     template: Endpoint,
     min_interval: Duration,
     refresh: Duration,
+    health: Option<String>,
 }
 
 impl Refresh {
@@ -297,6 +335,7 @@ impl Refresh {
                         balanced.policy(),
                         balanced.waiters(),
                         balanced.outliers(),
+                        health_of(&self.health, &self.template),
                     ) {
                         Ok(children) => balanced.set_children(children),
                         // The runtime has shut down: nothing more to connect.
