@@ -41,7 +41,10 @@
 //! found down, and the channel keeps one child per address, added and dropped as the name's
 //! records change, spreading calls `round_robin` or `pick_first` ([`LoadBalancing`]);
 //! [`BalancedBuilder`] has the settings. Calls the server never processed are retried on
-//! another pick; a [`ServiceConfig`] adds retry policies ([`RetryPolicy`]) and a throttle.
+//! another pick; a [`ServiceConfig`] adds retry policies ([`RetryPolicy`]) and a throttle;
+//! servers whose calls keep failing are ejected for a while ([`OutlierEjection`]), and those
+//! that report they are not serving (`grpc.health.v1`, `BalancedBuilder::health_check`) are
+//! left out. With the feature `metrics`, calls are counted per method on both sides.
 //!
 //! # The typed fast path
 //!
