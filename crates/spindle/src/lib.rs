@@ -84,7 +84,7 @@
 //! - **tracing's current span is the exception** (feature `tracing`): spindle saves the spans
 //!   a fiber entered when it parks and enters them again when it resumes, so
 //!   `let _e = span.enter();` across a park is correct and each fiber sees only its own spans;
-//!   a fiber inherits its spawner's span ([`fiber::Builder::instrument`] gives another), and
+//!   a fiber inherits its spawner's span (`fiber::Builder::instrument` gives another), and
 //!   tasks keep theirs through tracing's `Instrument`, as on tokio. This needs a subscriber
 //!   that tracks the current span (tracing-subscriber's `Registry`, under `fmt` and most
 //!   layers). The subscriber's `enter`/`exit` callbacks then run at every switch of a fiber
