@@ -14,7 +14,8 @@
 //! - **Committed once the server answered.** An attempt whose response has headers that are
 //!   not the whole answer (no `grpc-status` in them) is the call's: the response goes to the
 //!   caller whatever its trailers say later, as the retry design commits on the first
-//!   response headers.
+//!   response headers. Once the call has its answer, the kept messages are freed and no more
+//!   are kept.
 //! - **Transparent retries are few.** An attempt the server never processed (no connection,
 //!   unsent, stream refused) is sent again without counting as an attempt, at most
 //!   [`TRANSPARENT_RETRIES`] times a call, with or without a policy.
@@ -235,7 +236,7 @@ impl RetryCall {
                         return Poll::Pending;
                     }
                     match self.time_left() {
-                        Err(status) => return Poll::Ready(status.into_http()),
+                        Err(status) => return Poll::Ready(self.settled(status.into_http())),
                         Ok(left) => {
                             self.step = Self::attempt(&*self.balanced, &self.parts, &self.tee, left);
                             continue;
@@ -258,17 +259,17 @@ impl RetryCall {
             let Some(code) = code else {
                 // The server answered with headers: committed (module docs).
                 self.throttle_success();
-                return Poll::Ready(response);
+                return Poll::Ready(self.settled(response));
             };
             if code == Code::Ok || !replayable {
                 self.throttle_success();
-                return Poll::Ready(response);
+                return Poll::Ready(self.settled(response));
             }
             if response.extensions().get::<NotProcessed>().is_some() && self.transparent < TRANSPARENT_RETRIES
             {
                 self.transparent += 1;
                 match self.time_left() {
-                    Err(_) => return Poll::Ready(response),
+                    Err(_) => return Poll::Ready(self.settled(response)),
                     Ok(left) => {
                         self.step = Self::attempt(&*self.balanced, &self.parts, &self.tee, left);
                         continue;
@@ -277,27 +278,36 @@ impl RetryCall {
             }
             let Some(policy) = self.policy.as_ref().filter(|p| p.retries(code)) else {
                 self.throttle_success();
-                return Poll::Ready(response);
+                return Poll::Ready(self.settled(response));
             };
             let throttled =
                 self.config.as_ref().and_then(|c| c.throttle.as_ref()).is_some_and(|t| !t.failed());
             if throttled || self.attempts >= policy.max_attempts() {
-                return Poll::Ready(response);
+                return Poll::Ready(self.settled(response));
             }
             // The server's pushback: a wait it asks for, or no retry at all.
             let wait = match response.headers().get("grpc-retry-pushback-ms") {
                 None => policy.backoff(self.attempts),
                 Some(ms) => match ms.to_str().ok().and_then(|ms| ms.parse::<u64>().ok()) {
                     Some(ms) => Duration::from_millis(ms),
-                    None => return Poll::Ready(response),
+                    None => return Poll::Ready(self.settled(response)),
                 },
             };
             if self.deadline.is_some_and(|d| spindle::time::deadline_after(wait) >= d) {
-                return Poll::Ready(response);
+                return Poll::Ready(self.settled(response));
             }
             self.attempts += 1;
             self.step = Step::Backoff(spindle::time::sleep_future(wait));
         }
+    }
+
+    /// The call has its answer and no further attempt: the kept messages are freed and no
+    /// more are kept (the running attempt goes on reading the caller's body).
+    fn settled(&self, response: http::Response<RemoteBody>) -> http::Response<RemoteBody> {
+        let mut tee = lock(&self.tee);
+        tee.committed = true;
+        tee.kept = Vec::new();
+        response
     }
 
     /// The time left before the call's deadline (`Ok(None)`: no deadline), or the status
