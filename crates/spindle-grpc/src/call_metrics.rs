@@ -42,6 +42,7 @@ mod on {
     use tonic::Code;
 
     use super::Side;
+    use crate::status::code_name;
 
     /// The figures of one method on one side.
     #[derive(Debug)]
@@ -77,29 +78,6 @@ mod on {
                 "grpc_client_handling_seconds",
                 "grpc_client_handled_total",
             ],
-        }
-    }
-
-    /// The gRPC code's name, as `grpc_code` labels spell it.
-    fn code_name(code: Code) -> &'static str {
-        match code {
-            Code::Ok => "OK",
-            Code::Cancelled => "CANCELLED",
-            Code::Unknown => "UNKNOWN",
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-            Code::NotFound => "NOT_FOUND",
-            Code::AlreadyExists => "ALREADY_EXISTS",
-            Code::PermissionDenied => "PERMISSION_DENIED",
-            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-            Code::FailedPrecondition => "FAILED_PRECONDITION",
-            Code::Aborted => "ABORTED",
-            Code::OutOfRange => "OUT_OF_RANGE",
-            Code::Unimplemented => "UNIMPLEMENTED",
-            Code::Internal => "INTERNAL",
-            Code::Unavailable => "UNAVAILABLE",
-            Code::DataLoss => "DATA_LOSS",
-            Code::Unauthenticated => "UNAUTHENTICATED",
         }
     }
 

@@ -22,6 +22,31 @@ pub(crate) fn panicked(payload: &(dyn std::any::Any + Send)) -> Status {
     Status::internal(format!("the handler panicked: {what}"))
 }
 
+/// A status code's name as gRPC spells it (`UNAVAILABLE`): service configs' retryable codes,
+/// the `grpc_code` label of the call figures.
+pub(crate) fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
 /// A trailers frame carrying `status`.
 pub(crate) fn status_trailers(status: &Status) -> Frame<Bytes> {
     let mut trailers = http::HeaderMap::with_capacity(2);

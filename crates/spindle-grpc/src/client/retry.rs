@@ -21,6 +21,7 @@ use std::time::Duration;
 use tonic::Code;
 
 use crate::lock::lock;
+use crate::status::code_name;
 
 /// When and how a call is sent again (gRPC's `retryPolicy`).
 #[derive(Debug, Clone, PartialEq)]
@@ -271,29 +272,6 @@ fn parse_code(value: &serde_json::Value) -> io::Result<Code> {
         .map(Code::from_i32)
         .find(|code| code_name(*code) == name.to_ascii_uppercase())
         .ok_or_else(|| invalid(format!("not a status code name: {name:?}")))
-}
-
-/// The status code's name as the service config spells it.
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 fn parse_policy(policy: &serde_json::Value) -> io::Result<RetryPolicy> {
