@@ -8,61 +8,21 @@
 
 mod net;
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use net::fleet::{all_ok, empty_calls, run, runtime, Replica, HANG_GUARD};
 use net::wait_until;
-use spindle_grpc::{BalancedChannel, Channel, Endpoint, Server, Serving};
+use spindle_grpc::{BalancedChannel, Endpoint};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
-use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
 use spindle_grpc_interop::pb::*;
 use spindle_grpc_interop::Counters;
 use tonic::Code;
 
 /// The bound of every wait for a condition.
 const BOUND: Duration = Duration::from_secs(10);
-/// The hang guard of a client fiber.
-const HANG_GUARD: Duration = Duration::from_secs(60);
-
-/// One replica: a spindle-grpc server with the interop service, counting the calls it served.
-struct Replica {
-    serving: Option<Serving>,
-    counters: Arc<Counters>,
-    addr: SocketAddr,
-}
-
-impl Replica {
-    /// Serves on `addr` (port 0: any free port) on `rt`.
-    fn start(rt: &spindle::Runtime, addr: SocketAddr) -> Replica {
-        let service = spindle_grpc_interop::Server::new(net::spindle_sleep);
-        let counters = service.counters.clone();
-        let channel = Channel::new().with_handle(rt.handle()).add_service(TestServiceServer::new(service));
-        let serving = rt.block_on(move || {
-            let listener = spindle::net::TcpListener::bind(addr).unwrap();
-            Server::new(channel).serve_tcp(listener).unwrap()
-        });
-        let addr = serving.local_addr().unwrap();
-        Replica { serving: Some(serving), counters, addr }
-    }
-
-    /// Calls this server has served (handlers started).
-    fn served(&self) -> u64 {
-        self.counters.started.load(SeqCst)
-    }
-
-    /// Stops the server (graceful, waiting until its connections have ended).
-    fn stop(&mut self) {
-        self.serving.take().unwrap().shutdown(Duration::from_secs(1));
-    }
-}
-
-fn runtime() -> spindle::Runtime {
-    spindle::Builder::new().worker_threads(2).build().unwrap()
-}
 
 fn replicas(rt: &spindle::Runtime, n: usize) -> Vec<Replica> {
     (0..n).map(|_| Replica::start(rt, "127.0.0.1:0".parse().unwrap())).collect()
@@ -82,32 +42,6 @@ fn balanced(
     BalancedChannel::new(endpoints).unwrap()
 }
 
-/// Runs `f` in a fiber on `rt`, failing the test if it has not returned within the hang guard.
-fn run<T: Send + 'static>(rt: &spindle::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
-    rt.spawn(move || spindle::task::block_on(f))
-        .join_timeout(HANG_GUARD)
-        .unwrap_or_else(|_| panic!("hung: the client fiber did not return within {HANG_GUARD:?}"))
-        .unwrap()
-}
-
-/// `n` empty calls one after another through `channel`; their outcomes.
-fn calls(rt: &spindle::Runtime, channel: &BalancedChannel, n: usize) -> Vec<Result<(), tonic::Status>> {
-    let mut client = TestServiceClient::new(channel.clone());
-    run(rt, async move {
-        let mut outcomes = Vec::with_capacity(n);
-        for _ in 0..n {
-            outcomes.push(client.empty_call(Empty {}).await.map(drop));
-        }
-        outcomes
-    })
-}
-
-fn all_ok(outcomes: Vec<Result<(), tonic::Status>>) {
-    for outcome in outcomes {
-        outcome.unwrap();
-    }
-}
-
 fn served(replicas: &[Replica]) -> Vec<u64> {
     replicas.iter().map(Replica::served).collect()
 }
@@ -121,7 +55,7 @@ fn calls_are_spread_round_robin() {
     let channel = balanced(&rt, &replicas, |e| e);
     assert_eq!(channel.len(), 3);
     assert!(wait_until(BOUND, || channel.connected() == 3), "not connected to all three: {channel:?}");
-    all_ok(calls(&rt, &channel, 300));
+    all_ok(empty_calls(&rt, &channel, 300));
     let served = served(&replicas);
     assert_eq!(served.iter().sum::<u64>(), 300, "{served:?}");
     assert!(served.iter().all(|&n| n >= 80), "not round robin: {served:?}");
@@ -169,7 +103,7 @@ fn a_stopped_server_is_skipped() {
     assert!(wait_until(BOUND, || channel.connected() == 3), "{channel:?}");
     stop_one_while_calling(&rt, &mut replicas, &channel);
     let before = served(&replicas);
-    all_ok(calls(&rt, &channel, 100));
+    all_ok(empty_calls(&rt, &channel, 100));
     let after = served(&replicas);
     assert_eq!(after[1], before[1], "a call went to the stopped server");
     let gained = [after[0] - before[0], after[2] - before[2]];
@@ -193,7 +127,7 @@ fn a_connecting_server_is_not_waited_for() {
     let before = served(&replicas);
     // Within the hang guard (60 s): a call that waited for the silent server would fail after
     // the connect timeout (30 s) instead.
-    all_ok(calls(&rt, &channel, 100));
+    all_ok(empty_calls(&rt, &channel, 100));
     let after = served(&replicas);
     let gained = [after[0] - before[0], after[2] - before[2]];
     assert_eq!(after[1], before[1]);
@@ -211,16 +145,16 @@ fn a_restarted_server_rejoins() {
     let channel = balanced(&rt, &replicas, |e| e);
     assert!(wait_until(BOUND, || channel.connected() == 3), "{channel:?}");
     stop_one_while_calling(&rt, &mut replicas, &channel);
-    all_ok(calls(&rt, &channel, 10));
+    all_ok(empty_calls(&rt, &channel, 10));
     replicas[1] = Replica::start(&rt, replicas[1].addr);
     // Calls go on meanwhile (they succeed, on the other two).
     let back = wait_until(BOUND, || {
-        all_ok(calls(&rt, &channel, 1));
+        all_ok(empty_calls(&rt, &channel, 1));
         channel.connected() == 3
     });
     assert!(back, "the restarted server was not connected again: {channel:?}");
     let before = served(&replicas);
-    all_ok(calls(&rt, &channel, 90));
+    all_ok(empty_calls(&rt, &channel, 90));
     let after = served(&replicas);
     let gained: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     assert!(gained.iter().all(|&n| n >= 20), "the restarted server gets no share: {gained:?}");

@@ -9,12 +9,12 @@
 
 mod net;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
+use net::fleet::run;
 use net::wait_until;
 use spindle_grpc::{BalancedChannel, Channel, Endpoint, Server, Serving};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
@@ -25,7 +25,6 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 const BOUND: Duration = Duration::from_secs(10);
-const HANG_GUARD: Duration = Duration::from_secs(60);
 const SERVICE: &str = "spindle.interop.TestService";
 
 struct Replica {
@@ -78,13 +77,6 @@ fn channel(rt: &spindle::Runtime, replicas: &[&Replica]) -> BalancedChannel {
         .endpoint(template)
         .health_check(SERVICE)
         .build()
-        .unwrap()
-}
-
-fn run<T: Send + 'static>(rt: &spindle::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
-    rt.spawn(move || spindle::task::block_on(f))
-        .join_timeout(HANG_GUARD)
-        .unwrap_or_else(|_| panic!("hung: the client fiber did not return within {HANG_GUARD:?}"))
         .unwrap()
 }
 

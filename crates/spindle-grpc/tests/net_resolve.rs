@@ -12,54 +12,23 @@
 mod net;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use net::fleet::{all_ok, empty_calls, runtime, Replica, HANG_GUARD};
 use net::wait_until;
 use spindle::net::dns::Resolver;
-use spindle_grpc::{BalancedChannel, Channel, Endpoint, LoadBalancing, Server, Serving};
+use spindle_grpc::{BalancedChannel, Channel, Endpoint, LoadBalancing, Server};
 use spindle_grpc_interop::pb::test_service_client::TestServiceClient;
 use spindle_grpc_interop::pb::test_service_server::TestServiceServer;
 use spindle_grpc_interop::pb::*;
-use spindle_grpc_interop::Counters;
 use tonic::Code;
 
 const BOUND: Duration = Duration::from_secs(10);
-const HANG_GUARD: Duration = Duration::from_secs(60);
 /// The name the test's lookup answers (`.test` is reserved: the system never resolves it).
 const NAME: &str = "replicas.test";
-
-/// One server on one loopback address.
-struct Replica {
-    serving: Option<Serving>,
-    counters: Arc<Counters>,
-    ip: IpAddr,
-}
-
-impl Replica {
-    fn start(rt: &spindle::Runtime, addr: SocketAddr) -> Replica {
-        let service = spindle_grpc_interop::Server::new(net::spindle_sleep);
-        let counters = service.counters.clone();
-        let channel = Channel::new().with_handle(rt.handle()).add_service(TestServiceServer::new(service));
-        let serving = rt.block_on(move || {
-            let listener =
-                spindle::net::TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
-            Server::new(channel).serve_tcp(listener).unwrap()
-        });
-        Replica { serving: Some(serving), counters, ip: addr.ip() }
-    }
-
-    fn served(&self) -> u64 {
-        self.counters.started.load(SeqCst)
-    }
-
-    fn stop(&mut self) {
-        self.serving.take().unwrap().shutdown(Duration::from_secs(1));
-    }
-}
 
 /// Servers on 127.0.0.1..=127.0.0.n, all on one port (the first one's, free on the others).
 fn replicas(rt: &spindle::Runtime, n: u8) -> (Vec<Replica>, u16) {
@@ -111,10 +80,6 @@ impl Records {
     }
 }
 
-fn runtime() -> spindle::Runtime {
-    spindle::Builder::new().worker_threads(2).build().unwrap()
-}
-
 /// A channel over `NAME`, re-resolved every 50 ms (on demand every 10 ms at most).
 fn channel(rt: &spindle::Runtime, port: u16, records: &Records, policy: LoadBalancing) -> BalancedChannel {
     let template = Endpoint::new("http://ignored")
@@ -131,37 +96,16 @@ fn channel(rt: &spindle::Runtime, port: u16, records: &Records, policy: LoadBala
         .unwrap()
 }
 
-fn run<T: Send + 'static>(rt: &spindle::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
-    rt.spawn(move || spindle::task::block_on(f))
-        .join_timeout(HANG_GUARD)
-        .unwrap_or_else(|_| panic!("hung: the client fiber did not return within {HANG_GUARD:?}"))
-        .unwrap()
-}
-
-fn calls(rt: &spindle::Runtime, channel: &BalancedChannel, n: usize) -> Vec<Result<(), tonic::Status>> {
-    let mut client = TestServiceClient::new(channel.clone());
-    run(rt, async move {
-        let mut outcomes = Vec::with_capacity(n);
-        for _ in 0..n {
-            outcomes.push(client.empty_call(Empty {}).await.map(drop));
-        }
-        outcomes
-    })
-}
-
-fn all_ok(outcomes: Vec<Result<(), tonic::Status>>) {
-    for outcome in outcomes {
-        outcome.unwrap();
-    }
-}
-
 /// Calls each replica served since `before`.
 fn served_since(replicas: &[Replica], before: &HashMap<IpAddr, u64>) -> HashMap<IpAddr, u64> {
-    replicas.iter().map(|r| (r.ip, r.served() - before.get(&r.ip).copied().unwrap_or(0))).collect()
+    replicas
+        .iter()
+        .map(|r| (r.addr.ip(), r.served() - before.get(&r.addr.ip()).copied().unwrap_or(0)))
+        .collect()
 }
 
 fn snapshot(replicas: &[Replica]) -> HashMap<IpAddr, u64> {
-    replicas.iter().map(|r| (r.ip, r.served())).collect()
+    replicas.iter().map(|r| (r.addr.ip(), r.served())).collect()
 }
 
 fn ip(last: u8) -> IpAddr {
@@ -177,7 +121,7 @@ fn calls_spread_over_every_address_and_follow_the_records() {
     let channel = channel(&rt, port, &records, LoadBalancing::RoundRobin);
 
     // The first calls wait for the first answer, then go round robin over the three.
-    all_ok(calls(&rt, &channel, 300));
+    all_ok(empty_calls(&rt, &channel, 300));
     let addrs: Vec<IpAddr> = channel.addresses().iter().map(SocketAddr::ip).collect();
     assert_eq!(addrs, [ip(1), ip(2), ip(3)]);
     let served = served_since(&replicas, &HashMap::new());
@@ -196,7 +140,7 @@ fn calls_spread_over_every_address_and_follow_the_records() {
         channel.addresses()
     );
     let before = snapshot(&replicas);
-    all_ok(calls(&rt, &channel, 300));
+    all_ok(empty_calls(&rt, &channel, 300));
     let served = served_since(&replicas, &before);
     assert_eq!(served[&ip(3)], 0, "a removed address still had calls: {served:?}");
     for i in [1, 2, 4] {
@@ -214,7 +158,7 @@ fn a_failed_lookup_keeps_the_servers_and_a_name_without_address_fails_fast() {
     let channel = channel(&rt, port, &records, LoadBalancing::RoundRobin);
 
     // No address: calls fail at once with UNAVAILABLE naming the lookup's error.
-    let outcomes = calls(&rt, &channel, 3);
+    let outcomes = empty_calls(&rt, &channel, 3);
     for outcome in outcomes {
         let status = outcome.expect_err("a call to a name without address");
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
@@ -226,14 +170,14 @@ fn a_failed_lookup_keeps_the_servers_and_a_name_without_address_fails_fast() {
     // The records appear: the failing calls asked for new lookups, and the channel comes up.
     records.set(&[ip(1), ip(2)]);
     assert!(wait_until(BOUND, || channel.len() == 2), "the channel did not pick up the records: {channel:?}");
-    all_ok(calls(&rt, &channel, 20));
+    all_ok(empty_calls(&rt, &channel, 20));
 
     // A later lookup that fails keeps the servers the channel has.
     records.fail("the DNS server is down");
     let lookups = records.lookups.load(SeqCst);
     assert!(wait_until(BOUND, || records.lookups.load(SeqCst) >= lookups + 2), "no new lookup");
     assert_eq!(channel.len(), 2);
-    all_ok(calls(&rt, &channel, 20));
+    all_ok(empty_calls(&rt, &channel, 20));
     assert_eq!(replicas.iter().map(Replica::served).sum::<u64>(), 40);
 }
 
@@ -279,16 +223,19 @@ fn pick_first_keeps_to_the_first_live_address() {
     let records = Records::default();
     records.set(&[ip(2), ip(1), ip(3)]);
     let channel = channel(&rt, port, &records, LoadBalancing::PickFirst);
-    all_ok(calls(&rt, &channel, 50));
+    all_ok(empty_calls(&rt, &channel, 50));
     let served = served_since(&replicas, &HashMap::new());
     assert_eq!((served[&ip(2)], served[&ip(1)], served[&ip(3)]), (50, 0, 0), "{served:?}");
 
     // The first one stops: calls go to the next in the resolver's order, once the channel
     // has seen it down (a call caught by the stop may fail: no retries here).
     replicas[1].stop();
-    assert!(wait_until(BOUND, || calls(&rt, &channel, 1)[0].is_ok()), "no call got through: {channel:?}");
+    assert!(
+        wait_until(BOUND, || empty_calls(&rt, &channel, 1)[0].is_ok()),
+        "no call got through: {channel:?}"
+    );
     let before = snapshot(&replicas);
-    all_ok(calls(&rt, &channel, 20));
+    all_ok(empty_calls(&rt, &channel, 20));
     let served = served_since(&replicas, &before);
     assert_eq!(served[&ip(3)], 0, "pick_first spread its calls: {served:?}");
     assert!(served[&ip(1)] >= 20, "{served:?}");
@@ -305,7 +252,7 @@ fn ipv4_lists_and_unix_targets() {
         .build()
         .unwrap();
     assert_eq!(channel.len(), 2);
-    all_ok(calls(&rt, &channel, 40));
+    all_ok(empty_calls(&rt, &channel, 40));
     assert!(
         replicas.iter().all(|r| r.served() >= 10),
         "{:?}",
@@ -328,7 +275,7 @@ fn ipv4_lists_and_unix_targets() {
         .endpoint(template)
         .build()
         .unwrap();
-    all_ok(calls(&rt, &channel, 5));
+    all_ok(empty_calls(&rt, &channel, 5));
     assert_eq!(counters.started.load(SeqCst), 5);
 }
 
@@ -340,7 +287,7 @@ fn the_resolver_fiber_ends_with_the_channel() {
     records.set(&[ip(1)]);
     let baseline = rt.dump_fibers().len();
     let channel = channel(&rt, port, &records, LoadBalancing::RoundRobin);
-    all_ok(calls(&rt, &channel, 1));
+    all_ok(empty_calls(&rt, &channel, 1));
     assert!(rt.dump_fibers().len() > baseline, "no resolver fiber");
     drop(channel);
     assert!(

@@ -27,7 +27,7 @@ use spindle_grpc_interop::pb::*;
 use spindle_grpc_interop::Counters;
 use tonic::Code;
 
-const HANG_GUARD: Duration = Duration::from_secs(60);
+use net::fleet::{run, runtime, HANG_GUARD};
 
 /// Answers UNAVAILABLE (with an optional pushback header) while `fail` is set, counting the
 /// requests it refused; otherwise passes the request on.
@@ -91,10 +91,6 @@ impl Replica {
     }
 }
 
-fn runtime() -> spindle::Runtime {
-    spindle::Builder::new().worker_threads(2).build().unwrap()
-}
-
 fn unavailable_policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy::new(
         max_attempts,
@@ -126,13 +122,6 @@ fn channel(
         builder = builder.retry_buffer(bytes);
     }
     builder.build().unwrap()
-}
-
-fn run<T: Send + 'static>(rt: &spindle::Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
-    rt.spawn(move || spindle::task::block_on(f))
-        .join_timeout(HANG_GUARD)
-        .unwrap_or_else(|_| panic!("hung: the client fiber did not return within {HANG_GUARD:?}"))
-        .unwrap()
 }
 
 /// `n` unary calls of `size` bytes each; their outcomes.

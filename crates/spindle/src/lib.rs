@@ -128,6 +128,7 @@ pub(crate) mod reactor;
 mod report;
 pub mod runtime;
 mod sched;
+mod services;
 pub mod shutdown;
 pub mod signal;
 pub mod sync;
@@ -167,7 +168,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let services = runtime::services::services()
+    let services = services::services()
         .expect("spindle::spawn_blocking called outside a spindle runtime; use Runtime::spawn_blocking");
     services.blocking.spawn(f)
 }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use spindle_grpc::{Channel, Endpoint, RemoteChannel, Server, Serving};
+
+pub mod fleet;
 use spindle_grpc_interop::Counters;
 
 pub struct Net {

@@ -159,7 +159,7 @@ impl Iterator for ReadDir {
             let std = self.std.take()?;
             let batch = match blocking_caller("fs::read_dir") {
                 Caller::Thread => read_batch(std),
-                Caller::Fiber(_) => match crate::runtime::services::services() {
+                Caller::Fiber(_) => match crate::services::services() {
                     Some(services) => {
                         match joined(services.files.spawn(move || read_batch(std)).join().map(Ok)) {
                             Ok(batch) => batch,

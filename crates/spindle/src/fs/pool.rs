@@ -21,7 +21,7 @@ where
 {
     match blocking_caller(call) {
         Caller::Thread => job(),
-        Caller::Fiber(_) => match crate::runtime::services::services() {
+        Caller::Fiber(_) => match crate::services::services() {
             Some(services) => joined(services.files.spawn(job).join()),
             None => job(),
         },
@@ -43,9 +43,9 @@ where
 
 /// The runtime services whose file pool takes jobs from the caller: `Some` on a spindle
 /// worker, `None` on a plain thread (whose jobs run inline).
-pub(super) fn on_worker_pool() -> Option<std::sync::Arc<crate::runtime::services::Services>> {
+pub(super) fn on_worker_pool() -> Option<std::sync::Arc<crate::services::Services>> {
     crate::sched::worker::current()?;
-    crate::runtime::services::services()
+    crate::services::services()
 }
 
 /// A pool job's outcome as an I/O result: a panic in the job resumes in the caller; a job

@@ -73,7 +73,7 @@ pub(super) fn offload(
     if std::thread::panicking() {
         return job();
     }
-    let Some(services) = crate::runtime::services::services() else {
+    let Some(services) = crate::services::services() else {
         // A worker always has its runtime's services; should it not, the call runs here.
         return job();
     };

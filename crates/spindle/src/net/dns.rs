@@ -150,7 +150,7 @@ impl Resolver {
         }
         match blocking_caller("DNS lookup") {
             Caller::Thread => self.lookup_inline(host),
-            Caller::Fiber(_) => crate::task::block_on(self.lookup_async(host)),
+            Caller::Fiber(_) => crate::park::block_on::block_on(self.lookup_async(host)),
         }
     }
 
@@ -177,7 +177,7 @@ impl Resolver {
                     landing.land(&job_resolver.finish(&name, result));
                 };
                 // On a worker, the lookup runs on its runtime's blocking pool.
-                if let Some(services) = crate::runtime::services::services() {
+                if let Some(services) = crate::services::services() {
                     drop(services.blocking.spawn(job)); // the flight carries the result
                 }
             }

@@ -33,6 +33,7 @@
 //!
 //! [`unpark`]: crate::fiber::waiter::unpark
 
+pub(crate) mod block_on;
 pub(crate) mod completion;
 mod timed;
 pub(crate) mod wait;

@@ -7,11 +7,12 @@ use std::thread;
 
 use super::local::LocalRuntime;
 use super::multi_thread::Runtime;
-use super::services::{enter_tokio, enter_worker, Services};
+use super::tokio_context::enter_tokio;
 use crate::fiber;
 use crate::fiber::stack::normalize_size;
 use crate::sched::worker::{Worker, WorkerShared};
 use crate::sched::{idle, metrics, Config, RuntimeShared, DEFAULT_STACK_SIZE};
+use crate::services::{enter_worker, Services};
 
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]

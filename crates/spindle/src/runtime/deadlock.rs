@@ -9,10 +9,10 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::dump::dump_fibers;
-use super::services::Services;
 use crate::fiber::JoinHandle;
 use crate::sched::deadlock::Outside;
 use crate::sched::{worker, RuntimeShared};
+use crate::services::Services;
 
 /// What a runtime tells its watchdog's deadlock detector.
 pub(super) struct RuntimeOutside {

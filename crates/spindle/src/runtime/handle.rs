@@ -23,10 +23,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::dump::dump_fibers;
-use super::services::{self, Services};
 use super::spawn::spawn_fiber_on;
 use crate::fiber::{self, JoinHandle};
 use crate::sched::{worker, RuntimeShared};
+use crate::services::{self, Services};
 
 /// A cheap, cloneable reference to a [`Runtime`](crate::Runtime) that spawns fibers and
 /// tasks on it from any thread. Get one with [`Runtime::handle`](crate::Runtime::handle), or

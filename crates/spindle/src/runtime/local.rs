@@ -25,10 +25,11 @@ use std::sync::atomic::Ordering;
 use super::block_on::BlockOn;
 use super::handle::Handle;
 use super::multi_thread::Runtime;
-use super::services::{enter_services, enter_tokio};
 use super::spawn::spawn_fiber_on;
+use super::tokio_context::enter_tokio;
 use crate::fiber::{self, JoinHandle};
 use crate::sched::worker::{self, Exit, Worker};
+use crate::services::enter_services;
 
 /// A spindle runtime without worker threads: the thread that builds it is its one worker,
 /// and runs its fibers and tasks while it is inside [`block_on`](Self::block_on).

@@ -26,8 +26,8 @@ mod dump;
 pub(crate) mod handle;
 mod local;
 mod multi_thread;
-pub(crate) mod services;
 mod spawn;
+mod tokio_context;
 
 pub use block_on::{Async, BlockOn, Closure};
 pub use builder::Builder;

@@ -12,12 +12,12 @@ use super::block_on::BlockOn;
 use super::deadlock;
 use super::dump::dump_fibers;
 use super::handle::Handle;
-use super::services::Services;
 use super::spawn::spawn_fiber_on;
 use crate::error::Cancelled;
 use crate::fiber::{self, JoinHandle};
 use crate::sched::metrics::{self, StopSignal};
 use crate::sched::{worker, RuntimeShared};
+use crate::services::Services;
 
 /// A spindle runtime: its worker threads run fibers and tasks until the runtime is dropped.
 ///

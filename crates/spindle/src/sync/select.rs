@@ -117,7 +117,7 @@ pub fn block<O>(
 ) -> O {
     // In an async task this panics at once, pointing to `select_async!`.
     let _ = crate::sched::api::blocking_caller("select!");
-    crate::task::block_on(Select::new(n, biased, poll, witness))
+    crate::park::block_on::block_on(Select::new(n, biased, poll, witness))
 }
 
 /// One round with a waker that does nothing: the `default` branch's select.

@@ -14,7 +14,8 @@
 //!   [`task_local!`](crate::task_local) keeps a value for a task's scope.
 
 // Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
-// `spawn` (the spawn functions), `join` (the [`JoinHandle`]), `yield_now`, `block_on`,
+// `spawn` (the spawn functions), `join` (the [`JoinHandle`]), `yield_now` (`block_on` is
+// `park::block_on`, re-exported here),
 // `join_set` ([`JoinSet`]), `join_macros` (`join!` and friends), `local` (`task_local!`;
 // its macros in `local_macros`). The scheduler sees tasks only as
 // `sched::task_ref::TaskRef`.
@@ -50,7 +51,6 @@
 //   task is freed on another thread (its home thread died by a panic), it is leaked rather
 //   than dropped there.
 
-mod block_on;
 mod builder;
 mod join;
 /// What the join macros expand to; not a public API.
@@ -64,7 +64,7 @@ pub(crate) mod spawn;
 mod state;
 pub(crate) mod yield_now;
 
-pub use block_on::block_on;
+pub use crate::park::block_on::block_on;
 pub use builder::Builder;
 pub use join::{JoinHandle, Payload};
 pub use join_set::{JoinNext, JoinSet};

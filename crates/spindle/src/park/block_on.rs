@@ -23,12 +23,12 @@ pub fn block_on<F: Future>(mut future: F) -> F::Output {
     // SAFETY: `future` is owned by this frame, never moved after this line (the binding
     // is shadowed, so nothing can name it), and dropped in place when the frame ends.
     let mut future = unsafe { Pin::new_unchecked(&mut future) };
-    let waker = crate::park::current_waker();
+    let waker = super::current_waker();
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return v;
         }
-        crate::park::park_on("block_on (future pending)");
+        super::park_on("block_on (future pending)");
     }
 }

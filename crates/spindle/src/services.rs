@@ -1,5 +1,9 @@
-//! [`Services`]: what a runtime offers besides its workers, and the thread-local through which
-//! code on its worker threads reaches them.
+//! [`Services`]: what a runtime offers besides its workers (the blocking and file pools, the
+//! shutdown token), and the thread-local through which code on its worker threads reaches them.
+//!
+//! A leaf below the rooms that use it: `net` (DNS), `fs`, the hook's offload and the runtime
+//! read the thread-local, and only `runtime` sets it (when a worker thread starts, or while a
+//! local runtime's `block_on` runs), so nothing below `runtime` imports `runtime`.
 
 use std::sync::Arc;
 
@@ -20,44 +24,26 @@ pub(crate) struct Services {
     pub(crate) tokio_context: bool,
 }
 
-/// The tokio bridge's context entered on this thread while the guard lives, when the runtime
-/// asks for it (feature `tokio-compat`, module `compat`); nothing otherwise.
-#[cfg(feature = "tokio-compat")]
-pub(super) fn enter_tokio(services: &Services) -> Option<tokio::runtime::EnterGuard<'static>> {
-    services.tokio_context.then(crate::compat::enter_context)
-}
-
-/// Without the feature: nothing to enter (a guard that guards nothing, so that callers hold
-/// it the same way).
-#[cfg(not(feature = "tokio-compat"))]
-pub(super) fn enter_tokio(_: &Services) -> NoTokio {
-    NoTokio
-}
-
-/// The guard [`enter_tokio`] gives without the `tokio-compat` feature.
-#[cfg(not(feature = "tokio-compat"))]
-pub(super) struct NoTokio;
-
 std::thread_local! {
     static SERVICES: std::cell::RefCell<Option<Arc<Services>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Called first on each worker thread.
-pub(super) fn enter_worker(services: Arc<Services>) {
+pub(crate) fn enter_worker(services: Arc<Services>) {
     crate::shutdown::enter_worker(services.shutdown.clone());
     SERVICES.with(|s| *s.borrow_mut() = Some(services));
 }
 
 /// Makes `services` this thread's for as long as the guard lives, then puts back what the
 /// thread had (a [`LocalRuntime`]'s thread is its worker only inside `block_on`).
-pub(super) fn enter_services(services: Arc<Services>) -> ServicesGuard {
+pub(crate) fn enter_services(services: Arc<Services>) -> ServicesGuard {
     let token = crate::shutdown::swap_current(Some(services.shutdown.clone()));
     let services = SERVICES.with(|s| s.replace(Some(services)));
     ServicesGuard { services, token }
 }
 
 /// What [`enter_services`] replaced.
-pub(super) struct ServicesGuard {
+pub(crate) struct ServicesGuard {
     services: Option<Arc<Services>>,
     token: Option<ShutdownToken>,
 }
