@@ -1,5 +1,7 @@
 //! Call spans (feature `tracing`): each call served over the network runs in a `grpc` span
-//! with its service, method, status and latency, closed by a `finished processing call` event.
+//! with its service, method, status and latency, closed by a `finished processing call` event;
+//! each call the network client sends has a `grpc_client` span with the same fields, inside
+//! the caller's span, closed by a `finished call` event.
 
 use std::sync::{Arc, Mutex};
 
@@ -26,10 +28,11 @@ impl Visit for Fields {
     }
 }
 
-/// Every span's name and fields (recorded ones included), and every event with its span.
+/// Every span's name and fields (recorded ones included) and its parent's name, and every
+/// event with its span.
 #[derive(Default)]
 struct Seen {
-    spans: Vec<(String, Fields)>,
+    spans: Vec<(String, Fields, Option<String>)>,
     events: Vec<(Fields, Option<usize>)>,
 }
 
@@ -41,8 +44,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = Fields::default();
         attrs.record(&mut fields);
+        let parent = ctx.span(id).unwrap().parent().map(|p| p.name().to_owned());
         let mut seen = self.0.lock().unwrap();
-        seen.spans.push((attrs.metadata().name().to_owned(), fields));
+        seen.spans.push((attrs.metadata().name().to_owned(), fields, parent));
         ctx.span(id).unwrap().extensions_mut().insert(Index(seen.spans.len() - 1));
     }
 
@@ -77,17 +81,21 @@ fn each_call_runs_in_a_grpc_span_with_its_status() {
         let listener = spindle::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let serving = Server::new(channel).serve_tcp(listener).unwrap();
         let endpoint = Endpoint::new(format!("http://{}", serving.local_addr().unwrap())).unwrap();
-        spindle::task::block_on(async move {
-            let mut client = TestServiceClient::new(endpoint.connect().await.unwrap());
-            let ok = client.unary_call(SimpleRequest { response_size: 3, ..Default::default() }).await;
-            let failed = client
-                .unary_call(SimpleRequest {
-                    response_status: Some(EchoStatus { code: 5, message: "not here".into() }),
-                    ..Default::default()
-                })
-                .await;
-            (ok.is_ok(), failed.unwrap_err().code())
-        })
+        let caller = tracing::info_span!("caller");
+        spindle::task::block_on(tracing::Instrument::instrument(
+            async move {
+                let mut client = TestServiceClient::new(endpoint.connect().await.unwrap());
+                let ok = client.unary_call(SimpleRequest { response_size: 3, ..Default::default() }).await;
+                let failed = client
+                    .unary_call(SimpleRequest {
+                        response_status: Some(EchoStatus { code: 5, message: "not here".into() }),
+                        ..Default::default()
+                    })
+                    .await;
+                (ok.is_ok(), failed.unwrap_err().code())
+            },
+            caller,
+        ))
     });
     assert_eq!(codes, (true, tonic::Code::NotFound));
     let seen = seen.lock().unwrap();
@@ -105,5 +113,21 @@ fn each_call_runs_in_a_grpc_span_with_its_status() {
             .filter(|(f, span)| *span == Some(i) && get(f, "message") == Some("finished processing call"))
             .count();
         assert_eq!(finished, 1, "one closing event in the call's span");
+    }
+    let sent: Vec<usize> = (0..seen.spans.len()).filter(|&i| seen.spans[i].0 == "grpc_client").collect();
+    assert_eq!(sent.len(), 2, "one client span per call");
+    for (&i, status) in sent.iter().zip(["0", "5"]) {
+        let (_, fields, parent) = &seen.spans[i];
+        assert_eq!(parent.as_deref(), Some("caller"), "the client span is inside the caller's");
+        assert_eq!(get(fields, "service"), Some("spindle.interop.TestService"));
+        assert_eq!(get(fields, "method"), Some("UnaryCall"));
+        assert_eq!(get(fields, "status"), Some(status));
+        assert!(get(fields, "latency_ms").is_some());
+        let finished = seen
+            .events
+            .iter()
+            .filter(|(f, span)| *span == Some(i) && get(f, "message") == Some("finished call"))
+            .count();
+        assert_eq!(finished, 1, "one closing event in the client call's span");
     }
 }

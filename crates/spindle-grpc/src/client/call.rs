@@ -27,7 +27,8 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::shared::Shared;
-use crate::call_metrics::{code_of, CallMetrics};
+use super::trace::ClientTrace;
+use crate::call_metrics::code_of;
 use crate::lock::lock;
 
 /// The trailer (or, in a status-only answer, the header) that carries a call's status.
@@ -203,8 +204,9 @@ pub(crate) struct CallParts {
     pub(crate) _permit: Permit,
     pub(crate) deadline: Option<Deadline>,
     pub(crate) cancel: CancelOnDrop,
-    /// The call's figures (module `call_metrics`; nothing without the `metrics` feature).
-    pub(crate) metrics: CallMetrics,
+    /// The call's span and figures (module `trace`; nothing without the `tracing` and
+    /// `metrics` features).
+    pub(crate) trace: ClientTrace,
 }
 
 /// The response future of a call on a [`RemoteChannel`](crate::RemoteChannel).
@@ -224,7 +226,7 @@ impl RemoteFuture {
     fn fail(&mut self, status: Status) -> Poll<Result<http::Response<RemoteBody>, std::convert::Infallible>> {
         self.stage = Stage::Ready(None);
         if let Some(call) = self.call.as_mut() {
-            call.metrics.end_with(|| status.code());
+            call.trace.end_with(|| status.code());
         }
         // The permit and timers go now; dropping the hyper future resets the stream.
         self.call = None;
@@ -288,7 +290,7 @@ impl Future for RemoteFuture {
                     // A status-only answer: the call ends with the response.
                     let status = response.headers().get(&GRPC_STATUS);
                     if status.is_some() {
-                        call.metrics.end_with(|| code_of(status));
+                        call.trace.end_with(|| code_of(status));
                     }
                 }
                 Poll::Ready(Ok(response.map(|body| {
@@ -330,7 +332,7 @@ impl RemoteBody {
     fn fail(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.body = None;
         if let Some(call) = self.call.as_mut() {
-            call.metrics.end_with(|| status.code());
+            call.trace.end_with(|| status.code());
         }
         self.call = None;
         Poll::Ready(Some(Ok(status_trailers(status))))
@@ -351,7 +353,7 @@ impl http_body::Body for RemoteBody {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(trailers) = frame.trailers_ref() {
                     if let Some(call) = this.call.as_mut() {
-                        call.metrics.end_with(|| code_of(trailers.get(&GRPC_STATUS)));
+                        call.trace.end_with(|| code_of(trailers.get(&GRPC_STATUS)));
                     }
                     this.finish();
                 }
@@ -365,7 +367,7 @@ impl http_body::Body for RemoteBody {
                 this.body = None;
                 if let Some(call) = this.call.as_mut() {
                     // Ended without a status (tonic reports the missing trailers as INTERNAL).
-                    call.metrics.end_with(|| tonic::Code::Internal);
+                    call.trace.end_with(|| tonic::Code::Internal);
                 }
                 this.finish();
                 Poll::Ready(None)

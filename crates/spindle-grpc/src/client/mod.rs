@@ -39,6 +39,7 @@ mod retry_call;
 mod shared;
 mod state;
 mod target;
+mod trace;
 
 pub use balance::{BalancedChannel, LoadBalancing};
 pub use call::{RemoteBody, RemoteFuture};

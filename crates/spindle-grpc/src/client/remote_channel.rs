@@ -19,7 +19,7 @@ use super::connector;
 use super::endpoint::Endpoint;
 use super::shared::Shared;
 use super::state::{ConnState, Phase};
-use crate::call_metrics::{CallMetrics, Side};
+use super::trace::ClientTrace;
 use crate::lock::lock;
 use crate::timeout::{encode_timeout, parse_timeout_header, GRPC_TIMEOUT};
 
@@ -177,7 +177,7 @@ impl RemoteChannel {
         let body = Body::new(OutBody { inner: body, cancel: cancel.clone() });
         let deadline = timeout
             .map(|t| Deadline::new(spindle::time::deadline_after(t), self.shared.endpoint.handle.as_ref()));
-        let metrics = CallMetrics::start(Side::Client, parts.uri.path());
+        let trace = ClientTrace::start(parts.uri.path());
         let request = http::Request::from_parts(parts, body);
         // Connected (the usual case): send at once; otherwise wait for the connection.
         let stage = match ready {
@@ -187,7 +187,7 @@ impl RemoteChannel {
         RemoteFuture {
             stage,
             shared: Some(self.shared.clone()),
-            call: Some(CallParts { _permit: permit, deadline, cancel: CancelOnDrop(Some(cancel)), metrics }),
+            call: Some(CallParts { _permit: permit, deadline, cancel: CancelOnDrop(Some(cancel)), trace }),
         }
     }
 }
