@@ -32,7 +32,7 @@ use crate::call_metrics::code_of;
 use crate::lock::lock;
 
 /// The trailer (or, in a status-only answer, the header) that carries a call's status.
-static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+pub(super) static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 use crate::status::status_trailers;
 use crate::wire::{never_processed, status_of, WireBody};
 

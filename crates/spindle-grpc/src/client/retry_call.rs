@@ -33,11 +33,11 @@ use http_body::Frame;
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-use super::call::{deadline_exceeded, NotProcessed, RemoteBody, RemoteFuture};
+use super::call::{deadline_exceeded, NotProcessed, RemoteBody, RemoteFuture, GRPC_STATUS};
 use super::outlier::Outlier;
 use super::retry::{RetryPolicy, ServiceConfig};
 use crate::lock::lock;
-use crate::timeout::{encode_timeout, parse_timeout_header};
+use crate::timeout::{encode_timeout, parse_timeout_header, GRPC_TIMEOUT};
 
 /// Where a call's attempts go: a server picked anew for each (the balancer).
 pub(crate) trait Attempts: Send + Sync {
@@ -223,14 +223,14 @@ impl RetryCall {
         *request.version_mut() = parts.version;
         *request.headers_mut() = parts.headers.clone();
         if let Some(left) = time_left {
-            request.headers_mut().insert("grpc-timeout", encode_timeout(left));
+            request.headers_mut().insert(GRPC_TIMEOUT.clone(), encode_timeout(left));
         }
         request
     }
 
     fn poll_call(&mut self, cx: &mut Context<'_>) -> Poll<http::Response<RemoteBody>> {
         loop {
-            let response = match &mut self.step {
+            let (response, code) = match &mut self.step {
                 Step::Backoff(sleep) => {
                     if Pin::new(sleep).poll(cx).is_pending() {
                         return Poll::Pending;
@@ -246,15 +246,15 @@ impl RetryCall {
                 Step::Attempt(future, outlier) => match Pin::new(future).poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Ok(response)) => {
+                        let code = trailers_only_code(&response);
                         if let Some(outlier) = outlier {
-                            outlier.record(trailers_only_code(&response), Instant::now());
+                            outlier.record(code, Instant::now());
                         }
-                        response
+                        (response, code)
                     }
                     Poll::Ready(Err(never)) => match never {},
                 },
             };
-            let code = trailers_only_code(&response);
             let replayable = !lock(&self.tee).committed;
             let Some(code) = code else {
                 // The server answered with headers: committed (module docs).
@@ -335,7 +335,7 @@ impl RetryCall {
 
 /// The code of a response that is the whole answer (a `grpc-status` in its headers).
 fn trailers_only_code(response: &http::Response<RemoteBody>) -> Option<Code> {
-    let status = response.headers().get("grpc-status")?;
+    let status = response.headers().get(&GRPC_STATUS)?;
     let code: i32 = status.to_str().ok()?.parse().ok()?;
     Some(Code::from_i32(code))
 }
