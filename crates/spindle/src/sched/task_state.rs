@@ -406,6 +406,38 @@ mod loom_tests {
         });
     }
 
+    /// An abort races with a poll that returns `Pending`: the task is queued exactly once
+    /// afterwards (by the abort, or by the poller that saw `ABORTED` once its poll ended), so
+    /// a worker drops its future.
+    #[test]
+    fn loom_abort_during_poll_is_not_lost() {
+        loom::model(|| {
+            let state = Arc::new(State::new(false));
+            assert!(state.start_poll());
+            let queued = Arc::new(AtomicUsize::new(0));
+            let aborter = {
+                let (state, queued) = (state.clone(), queued.clone());
+                thread::spawn(move || {
+                    state.set_aborted();
+                    if state.schedule_idle() {
+                        queued.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            };
+            match state.end_poll() {
+                AfterPoll::Requeue => unreachable!("nobody woke it"),
+                AfterPoll::Wait => {
+                    if state.is_aborted() && state.wake() {
+                        queued.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            aborter.join().unwrap();
+            assert_eq!(queued.load(Ordering::Relaxed), 1, "queued exactly once after the abort");
+            assert!(state.start_poll() && state.is_aborted());
+        });
+    }
+
     /// References dropped on two threads while the task completes: exactly one drop is the
     /// last, after both the others and the completion.
     #[test]

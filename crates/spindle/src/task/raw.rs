@@ -292,7 +292,7 @@ pub(super) struct Pinned<F>(pub(super) F);
 // created on that worker's thread (`spawn_local` checks), polled only there (pinned tasks are
 // queued only on their home and never stolen), and dropped only there ("pinned futures stay
 // home": by its poll, its home's shutdown, or leaked by `Task::drop` elsewhere). So the
-// future never crosses threads; only the task's `Arc` and its `Send` output do.
+// future never crosses threads; only the references to the task and its `Send` output do.
 unsafe impl<F> Send for Pinned<F> {}
 
 impl<F: Future> Future for Pinned<F> {
