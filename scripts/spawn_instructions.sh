@@ -7,10 +7,15 @@
 #   scripts/spawn_instructions.sh --now [named] [small_n] [large_n]
 #       spawn_now from an async task + await of the JoinHandle, the fiber not parking
 #       (perf/src/bin/spawn_now_count.rs; `named` adds a per-spawn name and stack size, as spindle-http)
+#   scripts/spawn_instructions.sh --task [small_n] [large_n]
+#       spawn_async from an async task + await of the task's JoinHandle (perf/src/bin/task_spawn_count.rs)
 set -euo pipefail
 harness=spawn_join_count
 mode=
-if [ "${1:-}" = "--now" ]; then
+if [ "${1:-}" = "--task" ]; then
+    harness=task_spawn_count
+    shift
+elif [ "${1:-}" = "--now" ]; then
     harness=spawn_now_count
     shift
     if [ "${1:-}" = "named" ]; then

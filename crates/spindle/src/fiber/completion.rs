@@ -32,6 +32,13 @@
 //!   of running after each completion only to park again on the next handle (two switches a
 //!   join; `docs/perf/scheduler.md`). tokio's current-thread scheduler queues every wake-up this way.
 //!   The price: a single join under load waits for the queue to pass once more.
+//! - **A shared word takes no plain store.** The join bits are the two low bits of a
+//!   `usize` word. A fiber's word holds nothing else, so the plain stores above (and those of
+//!   "a joiner at home", module `park::completion`) write the whole word safely. A task keeps
+//!   its whole state in the same word (module `sched::task_state`), which other parties
+//!   change at any time: it completes by its own read-modify-write and then takes the waiter
+//!   ([`JoinWord::take_waiter`]), and never joins at home. The plain-store paths check, in
+//!   debug builds, that the word holds the join bits only.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,12 +46,12 @@ use std::task::Wake;
 
 use super::waiter::Waiter;
 use crate::lock::lock;
-use crate::loom::{AtomicU8, UnsafeCell};
+use crate::loom::{AtomicUsize, UnsafeCell};
 
-/// The completion side of a join cell.
+/// The completion side of a join cell. `W` is a [`Waiter`] but in the loom models.
 #[derive(Debug)]
-pub(crate) struct Completion {
-    pub(crate) word: JoinWord<Waiter>,
+pub(crate) struct Completion<W = Waiter> {
+    pub(crate) word: JoinWord<W>,
 }
 
 /// The joiner's side of a join cell, kept in the join handle: the forwarder registered by a
@@ -78,9 +85,16 @@ impl Default for Completion {
     }
 }
 
-impl Completion {
-    pub(crate) fn new() -> Completion {
+impl<W> Completion<W> {
+    pub(crate) fn new() -> Completion<W> {
         Completion { word: JoinWord::new() }
+    }
+
+    /// A cell whose word also holds its owner's bits, `initial` to begin with ("a shared word
+    /// takes no plain store"): the owner completes it with its own read-modify-write.
+    pub(crate) fn with_word(initial: usize) -> Completion<W> {
+        debug_assert_eq!(initial & (COMPLETE | WAITER), 0);
+        Completion { word: JoinWord { state: AtomicUsize::new(initial), waiter: UnsafeCell::new(None) } }
     }
 
     /// Whether the result is stored (acquire: it is visible to the caller).
@@ -88,7 +102,9 @@ impl Completion {
     pub(crate) fn is_complete(&self) -> bool {
         self.word.is_complete()
     }
+}
 
+impl Completion {
     /// By the completer, once, after storing the result: wakes the joiner if one waits,
     /// behind the queued fibers ("a completion wakes its joiner behind the queue").
     #[inline]
@@ -99,13 +115,15 @@ impl Completion {
     }
 }
 
-const COMPLETE: u8 = 1;
-const WAITER: u8 = 2;
+/// The result is stored ("result before COMPLETE").
+pub(crate) const COMPLETE: usize = 1;
+/// The joiner's waiter is in the slot ("whoever sets the second bit owns the slot").
+pub(crate) const WAITER: usize = 2;
 
-/// A fiber's join word and the joiner's waiter slot; see the module doc.
+/// A join word and the joiner's waiter slot; see the module doc.
 #[derive(Debug)]
 pub(crate) struct JoinWord<W> {
-    state: AtomicU8,
+    state: AtomicUsize,
     waiter: UnsafeCell<Option<W>>,
 }
 
@@ -117,7 +135,34 @@ unsafe impl<W: Send> Send for JoinWord<W> {}
 
 impl<W> JoinWord<W> {
     pub(crate) fn new() -> JoinWord<W> {
-        JoinWord { state: AtomicU8::new(0), waiter: UnsafeCell::new(None) }
+        JoinWord { state: AtomicUsize::new(0), waiter: UnsafeCell::new(None) }
+    }
+
+    /// The whole word, for an owner that keeps its own bits in it ("a shared word takes no
+    /// plain store").
+    #[inline(always)]
+    pub(crate) fn word(&self) -> &AtomicUsize {
+        &self.state
+    }
+
+    /// In debug builds: the word holds the join bits only, so a plain store may write it
+    /// whole ("a shared word takes no plain store").
+    #[inline(always)]
+    fn debug_assert_unshared(&self) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed) & !(COMPLETE | WAITER), 0, "a shared join word");
+    }
+
+    /// By an owner that set `COMPLETE` with its own read-modify-write and saw `WAITER` set
+    /// in the value it replaced: takes the waiter to wake.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the single completer and its read-modify-write that set `COMPLETE` read
+    /// `WAITER` set ("whoever sets the second bit owns the slot": the slot is now its).
+    #[inline]
+    pub(crate) unsafe fn take_waiter(&self) -> Option<W> {
+        // SAFETY: the caller owns the slot (this function's contract).
+        self.waiter.with_mut(|slot| unsafe { (*slot).take() })
     }
 
     /// Whether [`complete`](Self::complete) has run (acquire: the result is visible).
@@ -129,6 +174,7 @@ impl<W> JoinWord<W> {
     pub(crate) fn complete(&self) -> Option<W> {
         // A joiner that registered has written the word for the last time ("the completer
         // stores when it sees WAITER"): a plain store publishes completion then.
+        self.debug_assert_unshared();
         let prev = if self.state.load(Ordering::Acquire) & WAITER != 0 {
             self.state.store(WAITER | COMPLETE, Ordering::Release);
             WAITER
@@ -148,6 +194,7 @@ impl<W> JoinWord<W> {
     /// writes it: a plain store publishes the waiter.
     #[inline(always)]
     pub(crate) fn set_waiter_at_home(&self, waiter: W) {
+        self.debug_assert_unshared();
         // SAFETY: WAITER is clear (the single joiner sets it at most once) and the completer
         // is not running ("a joiner at home"), so the slot is ours.
         self.waiter.with_mut(|slot| unsafe { *slot = Some(waiter) });
@@ -158,6 +205,7 @@ impl<W> JoinWord<W> {
     /// the completer took it, so that nobody wakes the joiner once it is gone.
     #[cold]
     pub(crate) fn retract_at_home(&self) {
+        self.debug_assert_unshared();
         if self.state.load(Ordering::Acquire) & COMPLETE == 0 {
             // SAFETY: not complete, and the completer does not run now ("a joiner at home"):
             // the slot is still ours.

@@ -157,6 +157,8 @@ impl<T> JoinHandle<T> {
 impl<T> std::future::Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    /// Inlined into the awaiting future's poll (a handler awaiting the fiber it started).
+    #[inline]
     fn poll(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -29,6 +29,7 @@ pub(crate) mod metrics;
 pub(crate) mod registry;
 pub(crate) mod stuck;
 pub(crate) mod task_ref;
+pub(crate) mod task_state;
 pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,7 +8,6 @@ use std::future::Future;
 
 use super::join::JoinHandle;
 use super::raw::{Home, Task};
-use crate::sched::task_ref::TaskRef;
 use crate::sched::worker::{self, Queued};
 
 /// Options for spawning a `Send` task on the current runtime; [`spawn_async`](super::spawn_async)
@@ -69,10 +68,9 @@ impl Builder {
     {
         let worker =
             worker::current().expect("spindle::task::Builder::spawn called outside a spindle runtime");
-        let task = Task::new(Home::Any(worker.rt.clone()), future, false, self.batched);
-        let task_ref: TaskRef = task.clone();
-        if !(self.eager && worker.poll_eager(&task_ref)) {
-            task.queue(Queued::Back);
+        let task = Task::allocate(Home::Any(worker.rt.clone()), future, false, self.batched);
+        if !(self.eager && worker.poll_eager(&task)) {
+            task.schedule(Queued::Back);
         }
         JoinHandle::new(task)
     }

@@ -1,89 +1,72 @@
 //! [`JoinHandle`] of an async task: a future of its result, a blocking join, and abort.
 //!
-//! The output lives in the task (module `task::raw`) and is handed over through its
-//! completion (module `fiber::completion`, which holds the invariants; the waits are module
-//! `park::completion`'s).
+//! The handle holds a counted reference to the task cell (module `task::raw`). The output
+//! lives in the cell and is handed over through the join bits of the task's state word
+//! (module `sched::task_state`, "the join bits follow the join cell's rules"; the join cell's
+//! invariants are module `fiber::completion`'s, the waits module `park::completion`'s), and
+//! read out through the cell's vtable.
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::thread;
 
-use super::raw::Task;
 use crate::error::JoinError;
 use crate::park::completion::{Completion, Joiner};
+use crate::sched::task_ref::TaskRef;
 
 /// The handle of an async task: a future of its result, and a way to abort it. Dropping it
 /// detaches the task (it keeps running).
 pub struct JoinHandle<T> {
-    task: Arc<dyn TaskOutput<T>>,
+    /// The handle's reference to a task cell whose output is `T` (module `task::raw`).
+    task: TaskRef,
     joiner: Joiner,
-}
-
-/// The join handle's view of a task, whatever its future.
-trait TaskOutput<T>: Send + Sync {
-    fn completion(&self) -> &Completion;
-    /// Only after completion, once.
-    fn take_output(&self) -> thread::Result<T>;
-    fn abort(&self);
-}
-
-impl<F> TaskOutput<F::Output> for Task<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn completion(&self) -> &Completion {
-        &self.completion
-    }
-
-    fn take_output(&self) -> thread::Result<F::Output> {
-        Task::take_output(self)
-    }
-
-    fn abort(&self) {
-        // Rebuild an Arc from &self to queue the task.
-        let ptr = self as *const Task<F>;
-        // SAFETY: `self` lives in an Arc (tasks are only created by `Task::new`) that the
-        // JoinHandle keeps alive, so the count is at least 1 while we add one.
-        unsafe { Arc::increment_strong_count(ptr) };
-        // SAFETY: re-owns the count added just above.
-        let task = unsafe { Arc::from_raw(ptr) };
-        task.abort();
-    }
+    /// The output's type; the handle itself holds no `T`, whatever `T`'s auto traits.
+    _output: PhantomData<fn() -> T>,
 }
 
 impl<T> JoinHandle<T> {
-    pub(super) fn new<F>(task: Arc<Task<F>>) -> JoinHandle<T>
-    where
-        F: Future<Output = T> + Send + 'static,
-        T: Send + 'static,
-    {
-        JoinHandle { task, joiner: Joiner::default() }
+    /// The handle of the task `task`, which must be a cell whose output is `T` (the spawn
+    /// functions make both from one future).
+    pub(super) fn new(task: TaskRef) -> JoinHandle<T> {
+        JoinHandle { task, joiner: Joiner::default(), _output: PhantomData }
     }
 
+    fn completion(&self) -> &Completion {
+        self.task.header().state.completion()
+    }
+
+    /// Only after completion, once (the joiner's waits consume or exclusively borrow the
+    /// handle).
     fn take(&self) -> Result<T, JoinError> {
-        self.task.take_output().map_err(JoinError::from_payload)
+        let mut out = MaybeUninit::<thread::Result<T>>::uninit();
+        let header = self.task.as_raw();
+        // SAFETY: the handle's reference keeps the cell alive; its output type is `T` (`new`),
+        // so `out` is the slot `read_output` writes; completion was observed by the caller.
+        unsafe { (self.task.header().vtable.read_output)(header, out.as_mut_ptr().cast()) };
+        // SAFETY: `read_output` wrote the slot (or panicked, never returning here).
+        unsafe { out.assume_init() }.map_err(JoinError::from_payload)
     }
 
     /// Cancels the task: its future is dropped at the next opportunity (a pinned task's on
     /// its home worker), and the handle resolves to a cancelled [`JoinError`] (unless it
     /// finished first).
     pub fn abort(&self) {
-        self.task.abort();
+        super::raw::abort(&self.task);
     }
 
     pub fn is_finished(&self) -> bool {
-        self.task.completion().is_complete()
+        self.completion().is_complete()
     }
 
     /// Waits for the task from blocking-style code (parks a fiber, blocks a thread).
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         crate::sched::caller::blocking_caller("task join");
-        self.task.completion().join(&self.joiner, "task join");
+        self.completion().join(&self.joiner, "task join");
         self.take()
     }
 
@@ -109,7 +92,7 @@ impl<T> JoinHandle<T> {
     #[track_caller]
     pub fn join_deadline(self, deadline: std::time::Instant) -> Result<Result<T, JoinError>, JoinHandle<T>> {
         crate::sched::caller::blocking_caller("task join (with timeout)");
-        if self.task.completion().wait_until(&self.joiner, deadline, "task join (with timeout)") {
+        if self.completion().wait_until(&self.joiner, deadline, "task join (with timeout)") {
             Ok(self.take())
         } else {
             Err(self)
@@ -120,7 +103,7 @@ impl<T> JoinHandle<T> {
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
-        match self.task.completion().poll(&self.joiner, cx) {
+        match self.completion().poll(&self.joiner, cx) {
             Poll::Ready(()) => Poll::Ready(self.take()),
             Poll::Pending => Poll::Pending,
         }

@@ -13,23 +13,25 @@
 //!   [`join_fibers!`](crate::join_fibers) runs closures on fibers and joins them);
 //!   [`task_local!`](crate::task_local) keeps a value for a task's scope.
 
-// Rooms: `state` (the state word, loom-checked), `raw` (the task: future, home, output),
-// `spawn` (the spawn functions), `join` (the [`JoinHandle`]), `yield_now` (`block_on` is
+// Rooms: `raw` (the task cell: header, vtable, waker, future, home, output), `spawn` (the
+// spawn functions), `join` (the [`JoinHandle`]), `yield_now` (`block_on` is
 // `park::block_on`, re-exported here),
 // `join_set` ([`JoinSet`]), `join_macros` (`join!` and friends), `local` (`task_local!`;
-// its macros in `local_macros`). The scheduler sees tasks only as
-// `sched::task_ref::TaskRef`.
+// its macros in `local_macros`). The state word (lifecycle, join bits, abort and
+// registration flags, reference count) is module `sched::task_state`, loom-checked, and the
+// header and counted reference module `sched::task_ref`: the scheduler sees tasks only as
+// `TaskRef`s.
 //
 // # Invariants
 //
-// - **One poller at a time** and **one queue entry**: module `task::state`. Whoever moves a
+// - **One poller at a time** and **one queue entry**: module `sched::task_state`. Whoever moves a
 //   task `IDLE → SCHEDULED` queues it, exactly once: on the current worker's stealable queue
 //   or LIFO slot (a `Send` task woken on a worker), the runtime's task injector (woken from
 //   elsewhere), or its home worker's local queue, LIFO slot or inbox (a pinned task). The
 //   LIFO slot is not stealable (module `sched::worker`, "LIFO slots").
 // - **Exactly one canceller.** A task that returned `Pending` once is registered in the live
 //   list of the worker that polled it (a pinned task: of its home, at spawn). At shutdown each
-//   worker cancels its live list and its queues: it claims each task (`task::state`'s claim,
+//   worker cancels its live list and its queues: it claims each task (`sched::task_state`'s claim,
 //   waiting while another worker's poll is under way), drops the future and completes it as
 //   cancelled. The claim makes a second attempt (the same task reached through a queue and a
 //   list) a no-op. Tasks left in the injector once every worker has stopped are cancelled by
@@ -61,7 +63,6 @@ mod local;
 mod local_macros;
 mod raw;
 pub(crate) mod spawn;
-mod state;
 pub(crate) mod yield_now;
 
 pub use crate::park::block_on::block_on;

@@ -1,21 +1,24 @@
-//! The raw task: a future, its state word, where it may run, and its output.
+//! The raw task cell: a [`Header`] (state word and vtable) followed by where the task may
+//! run and its future or output; the vtable's functions, and the waker, which is the header's
+//! address.
 //!
-//! See the module `task` doc for where a task runs and the invariants; the state machine is
-//! module `task::state` (loom-checked).
+//! See the module `task` doc for where a task runs and the invariants; the state word is
+//! module `sched::task_state` (loom-checked), the header and the counted reference module
+//! `sched::task_ref` ("a header starts every cell", "a `TaskRef` owns one reference").
 
 use std::cell::UnsafeCell;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ptr::NonNull;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::thread;
 
-use super::state::{AfterPoll, Claim, TaskState};
 use crate::error::Cancelled;
-use crate::park::completion::Completion;
-use crate::sched::task_ref::{TaskRef, TaskRun};
+use crate::sched::task_ref::{Header, TaskRef, Vtable};
+use crate::sched::task_state::{AfterPoll, Claim, TaskState};
 use crate::sched::worker::{self, Queued, WorkerShared};
 use crate::sched::RuntimeShared;
 
@@ -33,10 +36,10 @@ pub(super) enum Stage<F: Future> {
     Taken,
 }
 
+/// A task cell ("a header starts every cell": `repr(C)`, the header first).
+#[repr(C)]
 pub(crate) struct Task<F: Future> {
-    pub(super) state: TaskState,
-    /// Set once the task is in some worker's live list ("exactly one canceller").
-    registered: AtomicBool,
+    header: Header,
     /// Wake-ups go to the back of the queue, never the LIFO slot (module `sched::worker`,
     /// "batched tasks").
     batched: bool,
@@ -44,42 +47,63 @@ pub(crate) struct Task<F: Future> {
     /// Touched only by the holder of RUNNING (or before the first schedule), and by the
     /// joiner after completion.
     stage: UnsafeCell<Stage<F>>,
-    pub(super) completion: Completion,
 }
-
-// SAFETY: `stage` is touched by one party at a time ("one poller at a time": the RUNNING
-// holder); the joiner reads the output only after completion was published (module
-// `fiber::completion`). F and its output move between threads, hence the Send bounds (pinned
-// `!Send` futures are wrapped in `Pinned`, whose own impl states why that is sound).
-unsafe impl<F: Future + Send> Sync for Task<F> where F::Output: Send {}
 
 impl<F> Task<F>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    pub(super) fn new(home: Home, future: F, registered: bool, batched: bool) -> Arc<Task<F>> {
-        let task = Arc::new(Task {
-            state: TaskState::new(),
-            registered: AtomicBool::new(registered),
+    const VTABLE: Vtable = Vtable {
+        run: Self::run,
+        cancel: Self::cancel,
+        schedule: Self::schedule,
+        read_output: Self::read_output,
+        dealloc: Self::dealloc,
+    };
+
+    /// A new task, `SCHEDULED`, and the one reference to it; `registered` when the caller
+    /// puts it in a live list at once.
+    pub(super) fn allocate(home: Home, future: F, registered: bool, batched: bool) -> TaskRef {
+        let task = Box::new(Task {
+            header: Header { state: TaskState::new(registered), vtable: &Self::VTABLE },
             batched,
             home,
             stage: UnsafeCell::new(Stage::Pending(future)),
-            completion: Completion::new(),
         });
+        let header = NonNull::from(Box::leak(task)).cast::<Header>();
         // Tasks have no id of their own: the address names one while it lives.
-        crate::trace::task_spawned(Arc::as_ptr(&task) as *const () as u64);
-        task
+        crate::trace::task_spawned(header.as_ptr() as u64);
+        // SAFETY: the cell is alive and `TaskState::new` counted one reference, ours.
+        unsafe { TaskRef::from_raw(header) }
+    }
+
+    /// The cell of `header`.
+    ///
+    /// # Safety
+    ///
+    /// `header` starts a live `Task<F>` ("a header starts every cell": only this type's
+    /// vtable calls this, with its own headers).
+    #[inline(always)]
+    unsafe fn cell<'a>(header: NonNull<Header>) -> &'a Task<F> {
+        // SAFETY: the cell is `repr(C)` with the header first, and alive (contract).
+        unsafe { header.cast::<Task<F>>().as_ref() }
     }
 
     /// Queues the task, which the caller has just moved to SCHEDULED ("one queue entry"):
     /// `Back` for a spawn, an abort, or a task that woke itself during its poll (a yield must
     /// not run again before the others); `Woken` for a wake-up, which on its worker goes to
-    /// the LIFO slot (a batched task's goes to the back: `wake_task`).
-    pub(super) fn queue(self: &Arc<Self>, how: Queued) {
-        let me: TaskRef = self.clone();
+    /// the LIFO slot (a batched task's goes to the back). Out of line: the poll's own code
+    /// stays small enough for the future's poll to be inlined into it.
+    #[inline(never)]
+    unsafe fn schedule(header: NonNull<Header>, how: Queued) {
+        // SAFETY: the vtable's contract: a live header of a `Task<F>`.
+        let task = unsafe { Self::cell(header) };
+        let how = if task.batched { Queued::Back } else { how };
+        // SAFETY: the caller holds a reference for the call (the vtable's contract).
+        let me = unsafe { TaskRef::clone_from_raw(header) };
         let current = worker::current();
-        match &self.home {
+        match &task.home {
             Home::Any(rt) => match current {
                 Some(w) if Arc::ptr_eq(&w.rt, rt) => w.queue_task(me, false, how),
                 _ => rt.inject_task(me),
@@ -91,115 +115,88 @@ where
         }
     }
 
-    fn wake_task(self: &Arc<Self>) {
-        if self.state.wake() {
-            self.queue(if self.batched { Queued::Back } else { Queued::Woken });
-        }
-    }
-
     fn complete(&self, result: thread::Result<F::Output>) {
         // SAFETY: we hold RUNNING ("one poller at a time"): nobody else touches the stage
         // until completion is published below.
         unsafe { *self.stage.get() = Stage::Done(result) };
-        self.state.set_done();
-        self.completion.complete();
+        if let Some(waiter) = self.header.state.complete() {
+            waiter.wake_joiner();
+        }
     }
 
     /// Drops the future in place and completes as cancelled. The caller holds RUNNING.
+    #[cold]
     fn drop_future_and_complete(&self, why: Cancelled) {
         // SAFETY: the caller holds RUNNING ("one poller at a time").
         unsafe { *self.stage.get() = Stage::Taken };
         self.complete(Err(Box::new(why)));
     }
 
-    /// Takes the output; only by the single joiner, after completion.
-    pub(super) fn take_output(&self) -> thread::Result<F::Output> {
+    /// Moves the output into `*out`; only by the single joiner, after completion.
+    unsafe fn read_output(header: NonNull<Header>, out: *mut ()) {
+        // SAFETY: the vtable's contract.
+        let task = unsafe { Self::cell(header) };
         // SAFETY: completion was observed (acquire), after which only the single joiner (the
         // JoinHandle, not Clone) touches the stage.
-        match std::mem::replace(unsafe { &mut *self.stage.get() }, Stage::Taken) {
+        let result = match std::mem::replace(unsafe { &mut *task.stage.get() }, Stage::Taken) {
             Stage::Done(r) => r,
             _ => panic!("spindle task output taken twice"),
-        }
+        };
+        // SAFETY: the join handle of a `Task<F>` passes a slot for `F::Output`'s result.
+        unsafe { out.cast::<thread::Result<F::Output>>().write(result) };
     }
 
-    /// The handle's abort: mark it, and queue it if idle so that a worker drops the future
-    /// promptly.
-    pub(super) fn abort(self: &Arc<Self>) {
-        crate::trace::task_cancelled(Arc::as_ptr(self) as *const () as u64);
-        self.state.set_aborted();
-        if self.state.schedule_idle() {
-            self.queue(Queued::Back);
-        }
-    }
-}
-
-/// The task is its own waker: waking it schedules it (`wake_task`), and a poll lends the
-/// waker without touching the reference count (see `run`).
-impl<F> Wake for Task<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn wake(self: Arc<Self>) {
-        self.wake_task();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.wake_task();
-    }
-}
-
-impl<F> TaskRun for Task<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn run(self: Arc<Self>) {
-        if !self.state.start_poll() {
+    unsafe fn run(header: NonNull<Header>) {
+        // SAFETY: the vtable's contract.
+        let task = unsafe { Self::cell(header) };
+        let state = &task.header.state;
+        if !state.start_poll() {
             return; // finished (cancelled) meanwhile
         }
-        if self.state.is_aborted() {
-            return self.drop_future_and_complete(Cancelled::HANDLE);
+        if state.is_aborted() {
+            return task.drop_future_and_complete(Cancelled::HANDLE);
         }
-        // A waker borrowed from `self` for the poll: no allocation and no reference count
+        // A waker borrowed from the caller's reference for the poll: no reference count
         // traffic (a future that keeps the waker clones it, which counts a reference).
-        // SAFETY: `Arc::from_raw` of our own live Arc's pointer makes a second owner that is
-        // never dropped (ManuallyDrop), so the count stays balanced; `self` outlives `waker`.
-        let waker = std::mem::ManuallyDrop::new(Waker::from(unsafe { Arc::from_raw(Arc::as_ptr(&self)) }));
+        // SAFETY: the waker's data is a live header; ManuallyDrop keeps it from returning a
+        // reference it never counted, and the caller's reference outlives the poll.
+        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(raw_waker(header)) });
         let mut cx = Context::from_waker(&waker);
         // SAFETY: RUNNING grants us the stage ("one poller at a time").
-        let stage = unsafe { &mut *self.stage.get() };
+        let stage = unsafe { &mut *task.stage.get() };
         let Stage::Pending(future) = stage else { return };
-        // SAFETY: the future stays at this address (inside the Arc'd task) until it is
+        // SAFETY: the future stays at this address (inside the boxed cell) until it is
         // dropped in place.
         let future = unsafe { Pin::new_unchecked(future) };
-        match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
-            Ok(Poll::Ready(v)) => {
-                // SAFETY: still RUNNING; drop the future in place before storing the output.
-                unsafe { *self.stage.get() = Stage::Taken };
-                self.complete(Ok(v));
-            }
-            Err(payload) => {
-                // SAFETY: as above.
-                unsafe { *self.stage.get() = Stage::Taken };
-                self.complete(Err(payload));
-            }
-            Ok(Poll::Pending) => match self.state.end_poll() {
-                // Woken during the poll: run again, after the others.
-                AfterPoll::Requeue => self.queue(Queued::Back),
-                AfterPoll::Wait => {
-                    if self.state.is_aborted() {
-                        // Aborted during the poll: its scheduling attempt saw RUNNING.
-                        self.wake_task();
-                    }
+        let result = match catch_unwind(AssertUnwindSafe(|| future.poll(&mut cx))) {
+            Ok(Poll::Ready(v)) => Ok(v),
+            Err(payload) => Err(payload),
+            Ok(Poll::Pending) => {
+                match state.end_poll() {
+                    // Woken during the poll: run again, after the others.
+                    // SAFETY: the caller's reference keeps the header alive.
+                    AfterPoll::Requeue => unsafe { Self::schedule(header, Queued::Back) },
+                    // Aborted during the poll: its scheduling attempt saw RUNNING.
+                    // SAFETY: as above.
+                    AfterPoll::Wait if state.is_aborted() => unsafe {
+                        wake_by_ref(header.as_ptr() as *const ())
+                    },
+                    AfterPoll::Wait => {}
                 }
-            },
-        }
+                return;
+            }
+        };
+        // SAFETY: still RUNNING; drop the future in place before storing the output.
+        unsafe { *task.stage.get() = Stage::Taken };
+        task.complete(result);
     }
 
-    fn cancel(self: Arc<Self>) {
+    unsafe fn cancel(header: NonNull<Header>) {
+        // SAFETY: the vtable's contract.
+        let task = unsafe { Self::cell(header) };
         loop {
-            match self.state.claim() {
-                Claim::Claimed => return self.drop_future_and_complete(Cancelled::SHUTDOWN),
+            match task.header.state.claim() {
+                Claim::Claimed => return task.drop_future_and_complete(Cancelled::SHUTDOWN),
                 Claim::Done => return,
                 // Another worker is polling it (it has not seen the shutdown yet): the poll
                 // ends soon, then the claim succeeds.
@@ -208,13 +205,71 @@ where
         }
     }
 
-    fn is_done(&self) -> bool {
-        self.state.is_done()
+    unsafe fn dealloc(header: NonNull<Header>) {
+        // SAFETY: the cell was made by `Box::new` in `new` and the last reference is gone
+        // ("the last reference frees"): nobody else reaches it.
+        drop(unsafe { Box::from_raw(header.cast::<Task<F>>().as_ptr()) });
     }
+}
 
-    fn register_once(&self) -> bool {
-        !self.registered.swap(true, Ordering::Relaxed)
+/// The handle's abort: mark it, and queue it if idle so that a worker drops the future
+/// promptly.
+pub(super) fn abort(task: &TaskRef) {
+    crate::trace::task_cancelled(task.as_raw().as_ptr() as u64);
+    let state = &task.header().state;
+    state.set_aborted();
+    if state.schedule_idle() {
+        task.schedule(Queued::Back);
     }
+}
+
+/// The task is its own waker: the waker's data is the header's address, a clone counts a
+/// reference and a drop returns one; waking schedules the task.
+static WAKER_VTABLE: RawWakerVTable = RawWakerVTable::new(clone_waker, wake, wake_by_ref, drop_waker);
+
+fn raw_waker(header: NonNull<Header>) -> RawWaker {
+    RawWaker::new(header.as_ptr() as *const (), &WAKER_VTABLE)
+}
+
+/// # Safety
+///
+/// `data` is a live header's address (every waker of this vtable holds a reference, or
+/// borrows a poll's).
+unsafe fn header_of(data: *const ()) -> NonNull<Header> {
+    // SAFETY: a waker's data is a header's address, never null (contract).
+    unsafe { NonNull::new_unchecked(data as *mut Header) }
+}
+
+unsafe fn clone_waker(data: *const ()) -> RawWaker {
+    // SAFETY: the waker being cloned keeps the header alive (`header_of`'s contract).
+    let header = unsafe { header_of(data) };
+    // SAFETY: as above; the new waker owns the counted reference.
+    std::mem::forget(unsafe { TaskRef::clone_from_raw(header) });
+    raw_waker(header)
+}
+
+unsafe fn wake(data: *const ()) {
+    // SAFETY: the waker's own reference, returned when `task` drops.
+    let task = unsafe { TaskRef::from_raw(header_of(data)) };
+    if task.header().state.wake() {
+        task.schedule(Queued::Woken);
+    }
+}
+
+unsafe fn wake_by_ref(data: *const ()) {
+    // SAFETY: the waker keeps the header alive for the call.
+    let header = unsafe { header_of(data) };
+    // SAFETY: as above.
+    let h = unsafe { header.as_ref() };
+    if h.state.wake() {
+        // SAFETY: as above; the vtable is the cell's ("a header starts every cell").
+        unsafe { (h.vtable.schedule)(header, Queued::Woken) };
+    }
+}
+
+unsafe fn drop_waker(data: *const ()) {
+    // SAFETY: the waker's own reference, returned here.
+    drop(unsafe { TaskRef::from_raw(header_of(data)) });
 }
 
 impl<F: Future> Drop for Task<F> {
@@ -237,7 +292,7 @@ pub(super) struct Pinned<F>(pub(super) F);
 // created on that worker's thread (`spawn_local` checks), polled only there (pinned tasks are
 // queued only on their home and never stolen), and dropped only there ("pinned futures stay
 // home": by its poll, its home's shutdown, or leaked by `Task::drop` elsewhere). So the
-// future never crosses threads; only the task's `Arc` and its `Send` output do.
+// future never crosses threads; only the references to the task and its `Send` output do.
 unsafe impl<F> Send for Pinned<F> {}
 
 impl<F: Future> Future for Pinned<F> {

@@ -55,9 +55,9 @@ where
     let home = Home::Pinned(worker.shared.clone());
     // Registered in the home's live list at once ("exactly one canceller"), so that shutdown
     // drops the future on this thread whatever happens to it.
-    let task = Task::new(home, Pinned(future), true, false);
+    let task = Task::allocate(home, Pinned(future), true, false);
     worker.register_task(task.clone());
-    task.queue(Queued::Back);
+    task.schedule(Queued::Back);
     JoinHandle::new(task)
 }
 
@@ -112,8 +112,8 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = Task::new(Home::Any(rt), future, false, false);
-    task.queue(Queued::Back);
+    let task = Task::allocate(Home::Any(rt), future, false, false);
+    task.schedule(Queued::Back);
     JoinHandle::new(task)
 }
 
@@ -123,7 +123,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = Task::new(Home::Pinned(home), future, false, false);
-    task.queue(Queued::Back);
+    let task = Task::allocate(Home::Pinned(home), future, false, false);
+    task.schedule(Queued::Back);
     JoinHandle::new(task)
 }

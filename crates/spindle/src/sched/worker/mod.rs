@@ -26,7 +26,7 @@
 //!   where any worker takes it, waking an idle one.
 //!
 //! Deciding among them: [`Worker::place_new`] (a new fiber), [`reschedule`] (a woken fiber:
-//! queue on its owner or send to it), `Task::queue` (a task, by its home).
+//! queue on its owner or send to it), `Task::schedule` (a task, by its home, through its vtable).
 //!
 //! # Contexts and switches
 //!

@@ -151,7 +151,7 @@ impl Worker {
         bump(&self.shared.stats.progress, 1);
         self.tasks.eager.set(true);
         // `run` catches the future's panic, so the flag is always reset.
-        task.clone().run();
+        task.run();
         self.tasks.eager.set(false);
         if !task.is_done() && task.register_once() {
             self.register_task(task.clone());
@@ -177,7 +177,7 @@ impl Worker {
             bump(&self.shared.stats.tasks_polled, 1);
             bump(&self.shared.stats.progress, 1);
             self.refill_io_budget();
-            task.clone().run();
+            task.run();
             if !task.is_done() && task.register_once() {
                 self.register_task(task);
             }
