@@ -108,7 +108,7 @@ fn manage(weak: Weak<Shared>) {
                     streams.store(conn.max_send_streams(), Ordering::Relaxed);
                     poll
                 });
-                match spindle::task::spawn_async(spindle::hyper_exec::Deferred::new(run)).join() {
+                match spindle::task::Builder::new().batched(true).spawn(run).join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
                     Err(_) => {
@@ -282,7 +282,7 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder =
-        hyper::client::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
+        hyper::client::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().batched(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder

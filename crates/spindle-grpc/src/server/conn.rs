@@ -78,7 +78,7 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder =
-        hyper::server::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
+        hyper::server::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().batched(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder
