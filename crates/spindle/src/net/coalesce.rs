@@ -24,8 +24,10 @@
 //!   shuts the write half; a stream dropped with bytes pending sends what the socket takes
 //!   without waiting.
 //! - **One lock, short.** The pending bytes, the queue mark, the waker and the kept error sit
-//!   in one mutex, held for a copy or one system call, never across a call into the worker's
-//!   loop or a waker. Reads take no lock.
+//!   in one mutex, held for a copy or the system calls of one write, never across a call into
+//!   the worker's loop, a waker or a yield: the I/O budget (module `sched::worker::coop`) is
+//!   checked before the lock's sends (a check never yields) and taken after the lock is
+//!   released (taking the last unit yields a fiber). Reads take no lock.
 
 use std::cell::Cell;
 use std::io::{self, IoSlice};
@@ -123,6 +125,22 @@ impl CoalescedStream {
     }
 
     fn poll_write_slices(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let mut sent = false;
+        let res = self.write_locked(cx, bufs, &mut sent);
+        // After the lock ("one lock, short"): the last unit yields a fiber.
+        if sent {
+            worker::consume_polled_io_budget();
+        }
+        res
+    }
+
+    /// The write, under the lock; `sent` says whether a system call sent bytes.
+    fn write_locked(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+        sent: &mut bool,
+    ) -> Poll<io::Result<usize>> {
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if len == 0 {
             return Poll::Ready(Ok(0));
@@ -157,11 +175,16 @@ impl CoalescedStream {
                 slices[n] = *b;
                 n += 1;
             }
-            let wrote = match self.shared.source.poll_write_vectored_stream(cx, &slices[..n]) {
+            // A task's poll that spent its budget yields here, before the system call.
+            if !worker::poll_io_budget(cx) {
+                return Poll::Pending;
+            }
+            let wrote = match self.shared.source.poll_send_vectored_unbudgeted(cx, &slices[..n]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(wrote)) => wrote,
                 other => return other,
             };
+            *sent = true;
             out.sends += 1;
             let from_pending = wrote.min(pending);
             out.advance(from_pending);
@@ -174,6 +197,28 @@ impl CoalescedStream {
 
     /// Sends every pending byte now (`Pending` while the socket is full).
     fn poll_send_pending(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_send(cx, true)
+    }
+
+    /// Sends every pending byte, unless `may_defer` and this worker's deferred flush will.
+    fn poll_send(&self, cx: &mut Context<'_>, may_defer: bool) -> Poll<io::Result<()>> {
+        let mut sent = false;
+        let res = self.send_pending_locked(cx, may_defer, &mut sent);
+        // After the lock ("one lock, short"): the last unit yields a fiber.
+        if sent {
+            worker::consume_polled_io_budget();
+        }
+        res
+    }
+
+    /// [`poll_send`](Self::poll_send) under the lock, the budget checked but not taken; `sent`
+    /// says whether a system call sent bytes.
+    fn send_pending_locked(
+        &self,
+        cx: &mut Context<'_>,
+        may_defer: bool,
+        sent: &mut bool,
+    ) -> Poll<io::Result<()>> {
         let mut out = self.shared.lock();
         if let Some(e) = out.error.take() {
             return Poll::Ready(Err(e));
@@ -181,7 +226,7 @@ impl CoalescedStream {
         if out.pending() == 0 {
             return Poll::Ready(Ok(()));
         }
-        if let (Some(w), Some(id)) = (worker::current(), out.queued_on) {
+        if let (true, Some(w), Some(id)) = (may_defer, worker::current(), out.queued_on) {
             if w.id() == id {
                 // Deferred: this worker flushes before it sleeps ("a deferred flush always
                 // happens"); the caller's waker hears of a full socket or an error.
@@ -189,12 +234,18 @@ impl CoalescedStream {
                 return Poll::Ready(Ok(()));
             }
         }
-        out.send_pending(&self.shared.source, cx, true)
+        if !worker::poll_io_budget(cx) {
+            return Poll::Pending;
+        }
+        let sends = out.sends;
+        let res = out.send_pending(&self.shared.source, cx);
+        *sent = out.sends != sends;
+        res
     }
 
     /// Sends every pending byte, then shuts the write half ("close delivers").
     fn poll_shutdown_write(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        std::task::ready!(self.shared.lock().send_pending(&self.shared.source, cx, true))?;
+        std::task::ready!(self.poll_send(cx, false))?;
         Poll::Ready(self.shared.source.socket().shutdown(std::net::Shutdown::Write))
     }
 }
@@ -240,21 +291,12 @@ impl Out {
     }
 
     /// Sends the pending bytes until none are left, the socket is full (`Pending`, `cx`'s
-    /// waker registered for writability) or an error.
-    fn send_pending(
-        &mut self,
-        source: &IoSource,
-        cx: &mut Context<'_>,
-        budgeted: bool,
-    ) -> Poll<io::Result<()>> {
+    /// waker registered for writability) or an error. Takes no budget (the caller does,
+    /// after the lock).
+    fn send_pending(&mut self, source: &IoSource, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.pending() > 0 {
             let slice = [IoSlice::new(&self.buf[self.sent..])];
-            let res = if budgeted {
-                source.poll_write_vectored_stream(cx, &slice)
-            } else {
-                source.poll_send_vectored_unbudgeted(cx, &slice)
-            };
-            match res {
+            match source.poll_send_vectored_unbudgeted(cx, &slice) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
                     self.sends += 1;
@@ -277,7 +319,7 @@ impl DeferredFlush for Shared {
         }
         let waker = out.waker.clone().unwrap_or_else(|| Waker::noop().clone());
         let mut cx = Context::from_waker(&waker);
-        match out.send_pending(&self.source, &mut cx, false) {
+        match out.send_pending(&self.source, &mut cx) {
             // Pending: the waker is registered for writability ("a deferred flush always
             // happens").
             Poll::Ready(Ok(())) | Poll::Pending => {}
@@ -296,7 +338,7 @@ impl Drop for CoalescedStream {
         let mut out = self.shared.lock();
         if out.pending() > 0 {
             let mut cx = Context::from_waker(Waker::noop());
-            let _ = out.send_pending(&self.shared.source, &mut cx, false);
+            let _ = out.send_pending(&self.shared.source, &mut cx);
         }
     }
 }

@@ -174,3 +174,41 @@ fn an_error_of_a_deferred_flush_surfaces_on_the_next_flush() {
     }))
     .unwrap();
 }
+
+#[test]
+fn a_fiber_and_a_task_writing_to_one_stream_on_one_worker_both_finish_and_lose_nothing() {
+    const BIG: usize = 16 * 1024;
+    const BIG_WRITES: usize = 300;
+    const SMALL_WRITES: usize = 1000;
+    let rt = local_runtime();
+    let (stream, mut peer) = pair();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        got.len()
+    });
+    let s = stream.clone();
+    rt.block_on(move || {
+        // A task writing small pieces to the same stream, between the fiber's writes.
+        let t = s.clone();
+        let small = crate::task::spawn_async(async move {
+            for _ in 0..SMALL_WRITES {
+                poll_fn(|cx| write(&t, cx, b"0123456789")).await.unwrap();
+                crate::task::yield_now().await;
+            }
+        });
+        // The fiber's writes are sent at once (large): each takes a unit of the I/O budget,
+        // and a fiber that takes the last unit yields, holding no lock of the stream's.
+        let big = vec![7u8; BIG];
+        for _ in 0..BIG_WRITES {
+            let mut left = &big[..];
+            while !left.is_empty() {
+                let n = crate::task::block_on(poll_fn(|cx| write(&s, cx, left))).unwrap();
+                left = &left[n..];
+            }
+        }
+        small.join().unwrap();
+        crate::task::block_on(poll_fn(|cx| s.poll_shutdown_write(cx))).unwrap();
+    });
+    assert_eq!(reader.join().unwrap(), BIG * BIG_WRITES + 10 * SMALL_WRITES);
+}
