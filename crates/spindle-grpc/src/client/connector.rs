@@ -108,7 +108,7 @@ fn manage(weak: Weak<Shared>) {
                     streams.store(conn.max_send_streams(), Ordering::Relaxed);
                     poll
                 });
-                match spindle::task::spawn_async(spindle::hyper_exec::Deferred::new(run)).join() {
+                match spindle::task::Builder::new().batched(true).spawn(run).join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => log::info!("spindle-grpc: connection to {:?} ended: {e}", endpoint.target),
                     Err(_) => {
@@ -151,10 +151,11 @@ type Connection<I> =
 #[cfg(feature = "tls")]
 type TlsSocket = crate::tls::TlsIo<crate::tls::ClientStream>;
 
-/// A connection's driver, whatever its socket.
+/// A connection's driver, whatever its socket. A plain socket (TCP or Unix) gathers the
+/// frames hyper writes during a burst of the worker's work and sends them together
+/// (`spindle::net::CoalescedStream`).
 enum Driver {
-    Tcp(Connection<spindle::net::TcpStream>, std::sync::Arc<Watch>),
-    Unix(Connection<spindle::net::UnixStream>, std::sync::Arc<Watch>),
+    Plain(Connection<spindle::net::CoalescedStream>, std::sync::Arc<Watch>),
     /// Boxed: rustls's connection state is large, and the other variants are not.
     #[cfg(feature = "tls")]
     Tls(Box<Connection<TlsSocket>>, std::sync::Arc<Watch>),
@@ -163,7 +164,7 @@ enum Driver {
 impl Driver {
     fn watch(&self) -> &Watch {
         match self {
-            Driver::Tcp(_, w) | Driver::Unix(_, w) => w,
+            Driver::Plain(_, w) => w,
             #[cfg(feature = "tls")]
             Driver::Tls(_, w) => w,
         }
@@ -171,8 +172,7 @@ impl Driver {
 
     fn max_send_streams(&self) -> usize {
         match self {
-            Driver::Tcp(c, _) => c.current_max_send_streams(),
-            Driver::Unix(c, _) => c.current_max_send_streams(),
+            Driver::Plain(c, _) => c.current_max_send_streams(),
             #[cfg(feature = "tls")]
             Driver::Tls(c, _) => c.current_max_send_streams(),
         }
@@ -184,8 +184,7 @@ impl std::future::Future for Driver {
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<hyper::Result<()>> {
         match self.get_mut() {
-            Driver::Tcp(c, _) => std::pin::Pin::new(c).poll(cx),
-            Driver::Unix(c, _) => std::pin::Pin::new(c).poll(cx),
+            Driver::Plain(c, _) => std::pin::Pin::new(c).poll(cx),
             #[cfg(feature = "tls")]
             Driver::Tls(c, _) => std::pin::Pin::new(&mut **c).poll(cx),
         }
@@ -216,8 +215,9 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
                             return connect_tls(endpoint, tls, rustls.clone(), stream, deadline);
                         }
                         let watch = std::sync::Arc::new(Watch::default());
+                        let stream = spindle::net::CoalescedStream::from(stream);
                         let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
-                        let driver = Driver::Tcp(conn, watch);
+                        let driver = Driver::Plain(conn, watch);
                         wait_for_settings(driver.watch(), deadline)?;
                         return Ok((sender, driver));
                     }
@@ -229,10 +229,10 @@ fn connect_once(endpoint: &Endpoint) -> io::Result<(Sender, Driver)> {
             }))
         }
         Target::Unix(path) => {
-            let stream = spindle::net::UnixStream::connect(path)?;
+            let stream = spindle::net::CoalescedStream::from(spindle::net::UnixStream::connect(path)?);
             let watch = std::sync::Arc::new(Watch::default());
             let (sender, conn) = handshake(endpoint, watched(stream, &watch), deadline)?;
-            let driver = Driver::Unix(conn, watch);
+            let driver = Driver::Plain(conn, watch);
             wait_for_settings(driver.watch(), deadline)?;
             Ok((sender, driver))
         }
@@ -282,7 +282,7 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder =
-        hyper::client::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
+        hyper::client::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().batched(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder

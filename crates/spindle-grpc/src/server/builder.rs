@@ -270,7 +270,7 @@ impl Server {
                         Some(Ok(conn)) => {
                             let guard = ConnGuard::new(&task_shared);
                             let fut = serve_connection(settings.clone(), task_shared.clone(), conn, guard);
-                            drop(spindle::task::spawn_async(spindle::hyper_exec::Deferred::new(fut)));
+                            drop(spindle::task::Builder::new().batched(true).spawn(fut));
                         }
                         Some(Err(e)) => {
                             // Out of descriptors and the like: say so, wait a little, go on.

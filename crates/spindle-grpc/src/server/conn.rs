@@ -15,7 +15,7 @@ use http_body::Frame;
 use hyper::body::Incoming;
 use tonic::Status;
 
-use spindle::net::{TcpStream, UnixStream};
+use spindle::net::{CoalescedStream, TcpStream, UnixStream};
 
 use super::admit;
 use super::layer::Routes;
@@ -65,8 +65,10 @@ pub(super) async fn serve_connection(
                 drive(&settings, &shared, crate::tls::TlsIo(io)).await;
             }
         }
-        Conn::Tcp(io) => drive(&settings, &shared, io).await,
-        Conn::Unix(io) => drive(&settings, &shared, io).await,
+        // A plain socket gathers the frames hyper writes during a burst of the worker's work
+        // and sends them together (`spindle::net::CoalescedStream`).
+        Conn::Tcp(io) => drive(&settings, &shared, CoalescedStream::from(io)).await,
+        Conn::Unix(io) => drive(&settings, &shared, CoalescedStream::from(io)).await,
     }
 }
 
@@ -76,7 +78,7 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let mut builder =
-        hyper::server::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().deferred(true));
+        hyper::server::conn::http2::Builder::new(spindle::hyper_exec::TaskExecutor::new().batched(true));
     // Capped: hyper adds these to an `Instant` itself, which panics for `Duration::MAX`
     // ("no limit"); capped, they are 35,000 years.
     builder

@@ -10,6 +10,8 @@
 //!   blocking pool, never on a worker thread (which would stall every fiber on it), with a
 //!   small TTL-bounded cache; IP literals need no lookup. `bind` takes std's addresses and
 //!   resolves on the calling thread: bind to IP addresses.
+//! - **Gathered writes** ([`CoalescedStream`]): a stream for async protocol engines (hyper's
+//!   HTTP/2) whose small writes on a worker leave together, once per burst of the worker's work.
 //! - **A reader and a writer** in two fibers share a stream through `&TcpStream`,
 //!   [`TcpStream::try_clone`] or [`TcpStream::into_split`] (the same for [`UnixStream`]).
 //!
@@ -37,6 +39,7 @@
 //! ```
 
 mod addr;
+mod coalesce;
 pub mod dns;
 mod drain;
 mod flight;
@@ -52,6 +55,7 @@ mod uninit;
 mod unix;
 
 pub use addr::ToSocketAddrs;
+pub use coalesce::{CoalescedStream, DIRECT_WRITE, GATHER_LIMIT};
 pub use dns::{lookup_host, lookup_host_async};
 pub use io_future::IoFuture;
 /// For `process`: child pipes and pidfds wait on the reactor as sockets do.

@@ -235,7 +235,6 @@ impl IoSource {
     }
 
     /// The future-side [`write_vectored_stream`](Self::write_vectored_stream).
-    #[cfg(any(feature = "hyper", feature = "tokio-io"))]
     pub(crate) fn poll_write_vectored_stream(
         &self,
         cx: &mut Context<'_>,
@@ -366,7 +365,7 @@ impl IoSource {
         &self,
         cx: &mut Context<'_>,
         dir: Direction,
-        mut op: impl FnMut(&Socket) -> io::Result<R>,
+        op: impl FnMut(&Socket) -> io::Result<R>,
         short: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         // A task's poll that spent its I/O budget yields here (`sched::worker::coop`,
@@ -374,6 +373,38 @@ impl IoSource {
         if !worker::poll_io_budget(cx) {
             return Poll::Pending;
         }
+        let res = self.poll_io_unbudgeted(cx, dir, op, short);
+        if let Poll::Ready(Ok(_)) = res {
+            worker::consume_polled_io_budget();
+        }
+        res
+    }
+
+    /// A vectored stream write from the scheduler context, outside any task's poll (a
+    /// deferred flush, module `net::coalesce`): no budget to take; on `WouldBlock` the waker
+    /// in `cx` is registered for the next writable event.
+    pub(crate) fn poll_send_vectored_unbudgeted(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io_unbudgeted(
+            cx,
+            Direction::Write,
+            |s| nocancel::send_vectored(s.as_raw_fd(), bufs),
+            |_| false,
+        )
+    }
+
+    /// The attempt and the waker registration of [`poll_io_until_drained`](Self::poll_io_until_drained),
+    /// without the budget.
+    fn poll_io_unbudgeted<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut op: impl FnMut(&Socket) -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
+    ) -> Poll<io::Result<R>> {
         loop {
             let seen = self.registration.get().map(|r| r.io.seq(dir));
             if !self.known_blocked(dir, seen) {
@@ -384,7 +415,6 @@ impl IoSource {
                         if short(&r) {
                             self.note_blocked(dir, seen);
                         }
-                        worker::consume_polled_io_budget();
                         return Poll::Ready(Ok(r));
                     }
                     Err(e) => return Poll::Ready(Err(e)),

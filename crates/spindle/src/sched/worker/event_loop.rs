@@ -20,7 +20,9 @@
 //! need**: a pass of the loop reads the precise clock only for pending timers and for the
 //! reactor-read stamp the other workers compare (runtimes of two or more workers); the
 //! sleep statistics and the trim of idle caches read the coarse clock (module
-//! `sys::coarse_clock`), a quarter of the cost.
+//! `sys::coarse_clock`), a quarter of the cost. **No sleep with a deferred flush**: the
+//! writers that deferred their flush (module `sched::worker::flush`) are flushed before the
+//! idle pass, at each busy look at the reactor, and when the loop is left or stopped.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -115,6 +117,11 @@ impl Worker {
                 // never a sleep in the reactor first.
                 continue;
             }
+            // Everything runnable has run: send what the writers gathered meanwhile. A
+            // writer that failed may have woken its owner.
+            if self.run_flushes() {
+                continue;
+            }
             log::trace!(
                 "worker {} idle with {} parked fibers",
                 self.shared.index,
@@ -122,6 +129,8 @@ impl Worker {
             );
             self.idle();
         };
+        // Whoever resumes or drops the rest, the bytes already gathered go out now.
+        self.run_flushes();
         if exit == Exit::Stopped {
             self.cancel_all();
         }
@@ -178,6 +187,7 @@ impl Worker {
             self.rt.leave_idle(&self.shared);
             return;
         }
+        debug_assert!(!self.has_deferred_flushes(), "a worker may not sleep with a deferred flush");
         let (watching, timeout) = self.watch_shared_io(timeout);
         if !driver.begin_sleep() {
             self.unwatch_shared_io(watching);
@@ -261,6 +271,8 @@ impl Worker {
     /// (module `sched::worker::task_queue`).
     #[cold]
     pub(super) fn poll_busy(&self) {
+        // A worker that never runs dry still sends what its writers gathered.
+        self.run_flushes();
         if !self.timers.is_empty() {
             self.fire_timers(Instant::now());
         }

@@ -13,6 +13,7 @@
 //! | `timers.rs` | `Timers`: the worker's timer wheel with its own methods (the worker fires the due wakers) |
 //! | `cancel.rs` | shutdown: cancelling every fiber and task left |
 //! | `coop.rs` | the I/O budget: a fiber whose socket operations never wait yields now and then |
+//! | `flush.rs` | deferred flushes: writers sent out once the worker's burst of work is over |
 //! | `shared.rs` | [`WorkerShared`], the part other threads touch |
 //!
 //! # Queueing work: three verbs
@@ -139,6 +140,7 @@ mod cancel;
 mod coop;
 mod event_loop;
 mod fiber_queue;
+mod flush;
 mod handoff;
 mod lifo;
 mod shared;
@@ -147,7 +149,7 @@ mod task_queue;
 mod timers;
 
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -163,6 +165,7 @@ pub(crate) use coop::{consume_io_budget, consume_polled_io_budget, poll_io_budge
 pub(crate) use event_loop::Exit;
 pub(crate) use fiber_queue::hand_off_held;
 use fiber_queue::FiberQueue;
+pub(crate) use flush::DeferredFlush;
 pub(crate) use shared::WorkerShared;
 pub(crate) use switch::reschedule;
 use task_queue::TaskQueue;
@@ -238,6 +241,8 @@ pub(crate) struct Worker {
     dispatching: Cell<bool>,
     /// Socket operations left before the fiber completing one yields (module `coop`).
     io_budget: IoBudget,
+    /// Writers waiting for their deferred flush (module `flush`).
+    flushes: RefCell<Vec<Weak<dyn DeferredFlush>>>,
 }
 
 impl Worker {
@@ -275,6 +280,7 @@ impl Worker {
             leaving: Cell::new(false),
             dispatching: Cell::new(false),
             io_budget: IoBudget::new(),
+            flushes: RefCell::new(Vec::new()),
         }
     }
 
