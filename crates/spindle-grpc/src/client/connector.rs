@@ -151,8 +151,8 @@ type Connection<I> =
 #[cfg(feature = "tls")]
 type TlsSocket = crate::tls::TlsIo<crate::tls::ClientStream>;
 
-/// A connection's driver, whatever its socket. A plain socket (TCP or Unix) gathers the
-/// frames hyper writes during a burst of the worker's work and sends them together
+/// A connection's driver, whatever its socket. Every socket (TCP or Unix, and below rustls)
+/// gathers the frames hyper writes during a burst of the worker's work and sends them together
 /// (`spindle::net::CoalescedStream`).
 enum Driver {
     Plain(Connection<spindle::net::CoalescedStream>, std::sync::Arc<Watch>),

@@ -65,8 +65,9 @@ pub(super) async fn serve_connection(
                 drive(&settings, &shared, crate::tls::TlsIo(io)).await;
             }
         }
-        // A plain socket gathers the frames hyper writes during a burst of the worker's work
-        // and sends them together (`spindle::net::CoalescedStream`).
+        // A socket gathers the frames hyper writes during a burst of the worker's work and
+        // sends them together (`spindle::net::CoalescedStream`; under TLS, `tls::accept`
+        // puts it below rustls).
         Conn::Tcp(io) => drive(&settings, &shared, CoalescedStream::from(io)).await,
         Conn::Unix(io) => drive(&settings, &shared, CoalescedStream::from(io)).await,
     }

@@ -11,16 +11,17 @@ use std::task::Poll;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use spindle::net::TcpStream;
+use spindle::net::{CoalescedStream, TcpStream};
 
 use super::config::{ClientTlsConfig, ServerTlsConfig};
 use super::io::TlsIo;
 use spindle::graceful::{Drain, Watch};
 
-/// A server-side TLS stream over a spindle socket.
-pub(crate) type ServerStream = futures_rustls::server::TlsStream<TcpStream>;
-/// A client-side TLS stream over a spindle socket.
-pub(crate) type ClientStream = futures_rustls::client::TlsStream<TcpStream>;
+/// A server-side TLS stream over a spindle socket that gathers the records written during a
+/// burst of the worker's work and sends them together (`spindle::net::CoalescedStream`).
+pub(crate) type ServerStream = futures_rustls::server::TlsStream<CoalescedStream>;
+/// A client-side TLS stream over a gathering spindle socket, as [`ServerStream`].
+pub(crate) type ClientStream = futures_rustls::client::TlsStream<CoalescedStream>;
 
 /// The server side of a connection's handshake, bounded by the handshake timeout and the
 /// server's shutdown (`shutdown`, "bounded handshakes"); `None` when it failed (logged).
@@ -31,6 +32,7 @@ pub(crate) async fn accept(
 ) -> Option<ServerStream> {
     let peer = io.peer_addr().map_or_else(|_| "a client".to_owned(), |p| p.to_string());
     // Boxed: rustls's connection state would otherwise be part of every connection task's.
+    let io = CoalescedStream::from(io);
     let mut accept = Box::pin(futures_rustls::TlsAcceptor::from(config.config.clone()).accept(io));
     let mut deadline = spindle::time::sleep_future(config.handshake_timeout.min(spindle::time::NEVER));
     let result = poll_fn(|cx| {
@@ -81,7 +83,7 @@ pub(crate) fn connect(
     let name = config.domain.as_deref().unwrap_or(host);
     let name = ServerName::try_from(name.to_owned())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS server name {name:?}: {e}")))?;
-    let handshake = futures_rustls::TlsConnector::from(rustls).connect(name, stream);
+    let handshake = futures_rustls::TlsConnector::from(rustls).connect(name, CoalescedStream::from(stream));
     let stream = match spindle::task::block_on(spindle::time::timeout(left, handshake)) {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}"))),
