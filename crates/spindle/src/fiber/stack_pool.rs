@@ -242,7 +242,9 @@ impl StackPool {
     /// back every free stack's pages instead made a worker that runs the same 10,000 fibers
     /// again and again fault all their pages in again once per `max_cached + RELEASE_BATCH`
     /// releases, several times the cost of a warm round in the rounds after such a look
-    /// (`docs/perf/stacks.md`, "Releasing stacks").
+    /// (`docs/perf/stacks.md`, "Releasing stacks"). Out of line: it runs once per batch of
+    /// releases, and inlined it would cost every recycle of a fiber its register saves.
+    #[inline(never)]
     fn release_unused_pages(&mut self) {
         self.release_pages_below(|list| list.low);
     }

@@ -44,7 +44,7 @@ impl Worker {
                     fiber.stage.abort_unstarted(&fiber.header, Box::new(Cancelled::SHUTDOWN));
                 }
             }
-            let parked: Vec<FiberPtr> = self.registry.borrow().iter().collect();
+            let parked: Vec<FiberPtr> = self.switcher.registered();
             if parked.is_empty() && !progressed && !self.has_runnable() {
                 break;
             }

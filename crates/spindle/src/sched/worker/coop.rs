@@ -14,7 +14,7 @@
 //!   result. A yield that finds other work runs it (a lone fiber's yield stays inline and
 //!   still reads the reactor every `BUSY_POLL_INTERVAL` of them).
 //! - **Bounded within a poll (tasks)**: each task poll starts with a full budget
-//!   ([`Worker::refill_io_budget`], called by `run_tasks`); each future-side socket operation
+//!   (`IoBudget::refill`, called by `run_tasks`); each future-side socket operation
 //!   that completes in it takes a unit, and once none is left every socket operation of the
 //!   same poll returns `Pending` without trying, after waking the task, which goes to the back
 //!   of its queue (tokio's rule: the budget stays spent until the task yields). An operation
@@ -54,27 +54,68 @@ impl IoBudget {
     pub(crate) fn new() -> IoBudget {
         IoBudget { left: Cell::new(IO_BUDGET) }
     }
-}
 
-impl Worker {
     /// A task poll starts with a full budget ("bounded within a poll").
     #[inline]
-    pub(super) fn refill_io_budget(&self) {
-        self.io_budget.left.set(IO_BUDGET);
+    pub(super) fn refill(&self) {
+        self.left.set(IO_BUDGET);
     }
 
     /// Whether the task poll that just ended spent its whole budget ("timers not held back
     /// by long polls").
     #[inline]
-    pub(super) fn io_budget_spent_in_poll(&self) -> bool {
-        self.io_budget.left.get() == 0
+    pub(super) fn spent_in_poll(&self) -> bool {
+        self.left.get() == 0
     }
 
+    /// Takes one unit of a task poll's budget for an eager first poll
+    /// (`Worker::poll_eager`): false, taking nothing, when none is left.
+    #[inline]
+    pub(super) fn take_unit(&self) -> bool {
+        let left = self.left.get();
+        if left == 0 {
+            return false;
+        }
+        self.left.set(left - 1);
+        true
+    }
+
+    /// Takes one unit for an operation completed in a task's poll, down to zero, where it
+    /// stays until the next poll.
+    #[inline]
+    fn take_polled(&self) {
+        let left = self.left.get();
+        self.left.set(left.saturating_sub(1));
+    }
+
+    /// Takes one unit for an operation completed on a fiber; false when that was the last
+    /// unit (the budget is then full again and the fiber must yield).
+    #[inline]
+    fn take_on_fiber(&self) -> bool {
+        let left = self.left.get();
+        if left > 1 {
+            self.left.set(left - 1);
+            true
+        } else {
+            self.left.set(IO_BUDGET);
+            false
+        }
+    }
+
+    /// Whether a unit is left.
+    #[inline]
+    fn has_left(&self) -> bool {
+        self.left.get() > 0
+    }
+}
+
+/// The worker's side: the budget's uses that depend on who runs (a fiber or a task's poll).
+impl Worker {
     /// Whether a future-side socket operation may try now. From a task's poll with the
     /// budget spent: no (the task is woken to run again later); otherwise yes.
     #[inline]
     fn io_budget_allows(&self, cx: &Context<'_>) -> bool {
-        if self.io_budget.left.get() > 0 || self.in_fiber() {
+        if self.io_budget.has_left() || self.in_fiber() {
             return true;
         }
         cx.waker().wake_by_ref();
@@ -88,39 +129,23 @@ impl Worker {
         if self.in_fiber() {
             self.take_io_budget();
         } else {
-            let left = self.io_budget.left.get();
-            self.io_budget.left.set(left.saturating_sub(1));
+            self.io_budget.take_polled();
         }
-    }
-
-    /// Takes one unit of a task poll's budget for an eager first poll
-    /// (`Worker::poll_eager`): false, taking nothing, when none is left.
-    #[inline]
-    pub(super) fn take_io_budget_unit(&self) -> bool {
-        let left = self.io_budget.left.get();
-        if left == 0 {
-            return false;
-        }
-        self.io_budget.left.set(left - 1);
-        true
     }
 
     /// Takes one unit for a socket operation that completed on the running fiber; yields the
     /// fiber when that was the last unit.
     #[inline]
     fn take_io_budget(&self) {
-        let left = self.io_budget.left.get();
-        if left > 1 {
-            self.io_budget.left.set(left - 1);
-        } else {
+        if !self.io_budget.take_on_fiber() {
             self.io_budget_spent();
         }
     }
 
+    /// The budget was spent (and refilled): yield the running fiber, where parking is allowed.
     #[cold]
     #[inline(never)]
     fn io_budget_spent(&self) {
-        self.io_budget.left.set(IO_BUDGET);
         if self.in_fiber() && !crate::fiber::no_park_held() {
             self.yield_fiber();
         }

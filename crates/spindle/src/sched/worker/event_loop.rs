@@ -125,7 +125,7 @@ impl Worker {
             log::trace!(
                 "worker {} idle with {} parked fibers",
                 self.shared.index,
-                self.registry.borrow().len()
+                self.switcher.registered_len()
             );
             self.idle();
         };
@@ -167,7 +167,7 @@ impl Worker {
         let next_timer = self
             .next_timer_deadline()
             .map(|d| d.saturating_duration_since(*now.get_or_insert_with(Instant::now)));
-        let trim = self.pool.borrow().needs_trim();
+        let trim = self.switcher.pool_needs_trim();
         let timeout = match (next_timer, trim) {
             (Some(t), true) => Some(t.min(TRIM_AFTER_IDLE)),
             (Some(t), false) => Some(t),
@@ -219,7 +219,7 @@ impl Worker {
             if self.publishes_reactor_reads() {
                 self.note_reactor_read_at(Instant::now());
             } else {
-                self.tasks.since_reactor_read.set(0);
+                self.tasks.note_reactor_read();
             }
             self.dispatching.set(true);
             let mut ready = match waited {
@@ -244,7 +244,7 @@ impl Worker {
         // A tick's margin: a coarse span may read one tick short of the wait it measured.
         let trim_after = u64::try_from((TRIM_AFTER_IDLE - COARSE_MARGIN).as_nanos()).unwrap_or(u64::MAX);
         if trim && ready == 0 && !self.has_runnable() && slept >= trim_after {
-            self.pool.borrow_mut().trim();
+            self.switcher.trim_pool();
             crate::fiber::block_cache::trim();
         }
     }
@@ -341,13 +341,13 @@ impl Worker {
         if self.publishes_reactor_reads() {
             self.note_reactor_read_at(Instant::now());
         } else {
-            self.tasks.since_reactor_read.set(0);
+            self.tasks.note_reactor_read();
         }
     }
 
     /// [`note_reactor_read`](Self::note_reactor_read) with the time already read.
     fn note_reactor_read_at(&self, at: Instant) {
-        self.tasks.since_reactor_read.set(0);
+        self.tasks.note_reactor_read();
         if self.publishes_reactor_reads() {
             let at =
                 u64::try_from(at.saturating_duration_since(self.rt.started).as_nanos()).unwrap_or(u64::MAX);

@@ -1,7 +1,9 @@
-//! A worker's runnable fibers: the run queue, the fiber LIFO slot, the inbox, where new
-//! fibers go, and the balancing of unstarted fibers between workers: by the worker itself
-//! (`balance`), and by the watchdog while a fiber holds the worker (`hand_off_held`, the
-//! safety net, through the queue's cell: module `handoff`).
+//! A worker's runnable fibers: [`FiberQueue`] (the run queue and the fiber LIFO slot) with
+//! its own methods, and the worker's placement decisions around it: the inbox hand-over,
+//! where new fibers go, and the balancing of unstarted fibers between workers: by the worker
+//! itself (`Worker::balance`, `FiberQueue::give_backlog`), and by the watchdog while a fiber
+//! holds the worker (`hand_off_held`, the safety net, through the queue's cell: module
+//! `handoff`).
 //!
 //! Invariants: the module `sched::worker` doc's "fibers stay home" (only unstarted, unpinned
 //! fibers ever leave this queue for the injector) and "LIFO slots"; module `handoff`'s "one
@@ -12,9 +14,10 @@ use std::sync::Arc;
 
 use super::handoff::HandoffCell;
 use super::lifo::LifoSlot;
-use super::{Queued, Worker};
+use super::{Queued, Worker, WorkerShared};
 use crate::fiber::control::{FiberRef, Header};
-use crate::sched::metrics::bump;
+use crate::sched::metrics::{bump, WorkerStats};
+use crate::sched::RuntimeShared;
 
 /// A worker's run queue: borrowed by its owner, taken over by the watchdog while the owner
 /// is held (module `handoff`). Shared with [`WorkerShared`](super::WorkerShared).
@@ -90,6 +93,83 @@ impl FiberQueue {
     pub(super) fn has_runnable(&self) -> bool {
         self.lifo.is_full() || !self.queue.borrow().is_empty()
     }
+
+    /// Whether the run queue is empty (the LIFO slot aside).
+    #[inline]
+    pub(super) fn queue_is_empty(&self) -> bool {
+        self.queue.borrow().is_empty()
+    }
+
+    /// Puts a woken fiber into the LIFO slot; returns the previous occupant, which the
+    /// caller queues at the back.
+    #[inline]
+    pub(super) fn put_woken(&self, fiber: FiberRef) -> Option<FiberRef> {
+        self.lifo.put(fiber)
+    }
+
+    /// Whether the fiber of `header` can only ever run on the worker whose `WorkerShared` is
+    /// `home`, which owns this queue (`Worker::keeps_for_join`): it started there (started
+    /// fibers stay home), or it has not started and is the newest fiber of this run queue,
+    /// which only the owner's thread can move and which is pinned here now.
+    #[inline]
+    pub(super) fn keeps_for_join(&self, header: &Header, home: *const WorkerShared) -> bool {
+        let owner = header.owner_ptr();
+        if !owner.is_null() {
+            return std::ptr::eq(owner, home);
+        }
+        let queue = self.queue.borrow();
+        match queue.back() {
+            Some(newest) if std::ptr::eq(&newest.header, header) => {
+                // Only `give_backlog` (on this thread) could hand it to the injector, and it
+                // keeps pinned fibers: the fiber starts here.
+                header.pin();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the next runnable fiber: the LIFO slot's unless `LIFO_CAP` runs in a row came
+    /// from there, else the run queue's front.
+    #[inline]
+    pub(super) fn pop(&self) -> Option<FiberRef> {
+        let slot = self.lifo.pop_outlined(|fiber| self.push_back(fiber));
+        slot.or_else(|| {
+            let mut queue = self.queue.borrow_mut();
+            let next = queue.pop_front();
+            Self::prefetch_front(&queue);
+            next
+        })
+    }
+
+    /// Appends fibers taken from the inbox.
+    pub(super) fn extend(&self, fibers: impl Iterator<Item = FiberRef>) {
+        self.queue.borrow_mut().extend(fibers);
+    }
+
+    /// Hands the unstarted, unpinned half of the run queue to `rt`'s injector (started
+    /// fibers stay home, `spawn_local` ones too), counting them in `stats`.
+    #[inline]
+    pub(super) fn give_backlog(&self, rt: &RuntimeShared, stats: &WorkerStats) {
+        let mut queue = self.queue.borrow_mut();
+        let mut give = queue.len() / 2;
+        let mut kept = VecDeque::new();
+        while give > 0 {
+            let Some(f) = queue.pop_back() else { break };
+            if f.header.started() || f.header.is_pinned() {
+                // Started fibers never move ("fibers stay home"), nor do spawn_local ones.
+                kept.push_front(f);
+            } else {
+                give -= 1;
+                bump(&stats.shared_out, 1);
+                rt.inject_fiber(f);
+            }
+            if kept.len() > 64 {
+                break;
+            }
+        }
+        queue.extend(kept);
+    }
 }
 
 impl Worker {
@@ -99,7 +179,7 @@ impl Worker {
     #[inline]
     pub(crate) fn queue_fiber(&self, fiber: FiberRef, how: Queued) {
         if how == Queued::Woken && !self.dispatching.get() {
-            if let Some(prev) = self.fibers.lifo.put(fiber) {
+            if let Some(prev) = self.fibers.put_woken(fiber) {
                 self.fibers.push_back(prev);
             }
         } else {
@@ -113,7 +193,7 @@ impl Worker {
     /// idle worker.
     pub(crate) fn place_new(&self, fiber: FiberRef) {
         // The local checks first: the idle set is shared by all workers.
-        if !fiber.header.is_pinned() && !self.fibers.queue.borrow().is_empty() && self.rt.has_idle_workers() {
+        if !fiber.header.is_pinned() && !self.fibers.queue_is_empty() && self.rt.has_idle_workers() {
             self.rt.inject_fiber(fiber);
         } else {
             self.queue_fiber(fiber, Queued::Back);
@@ -128,36 +208,16 @@ impl Worker {
     /// pinned here now. A fiber elsewhere (the injector, another worker) gives false.
     #[inline]
     pub(crate) fn keeps_for_join(&self, header: &Header) -> bool {
-        let owner = header.owner_ptr();
-        if !owner.is_null() {
-            return std::ptr::eq(owner, Arc::as_ptr(&self.shared));
-        }
-        let queue = self.fibers.queue.borrow();
-        match queue.back() {
-            Some(newest) if std::ptr::eq(&newest.header, header) => {
-                // Only `balance` (on this thread) could hand it to the injector, and it keeps
-                // pinned fibers: the fiber starts here.
-                header.pin();
-                true
-            }
-            _ => false,
-        }
+        self.fibers.keeps_for_join(header, Arc::as_ptr(&self.shared))
     }
 
-    /// Takes the next runnable fiber, draining the inbox first if it has something: the LIFO
-    /// slot's unless `LIFO_CAP` runs in a row came from there, else the run queue's front.
+    /// Takes the next runnable fiber, draining the inbox first if it has something.
     #[inline]
     pub(super) fn pop_runnable(&self) -> Option<FiberRef> {
         if self.shared.driver.has_remote_work() {
             self.drain_inbox();
         }
-        let slot = self.fibers.lifo.pop_outlined(|fiber| self.fibers.push_back(fiber));
-        slot.or_else(|| {
-            let mut queue = self.fibers.queue.borrow_mut();
-            let next = queue.pop_front();
-            FiberQueue::prefetch_front(&queue);
-            next
-        })
+        self.fibers.pop()
     }
 
     /// Moves remote work (fibers and pinned tasks sent here) into the local queues.
@@ -165,10 +225,8 @@ impl Worker {
     pub(super) fn drain_inbox(&self) {
         if self.shared.driver.take_remote_work() {
             bump(&self.shared.stats.remote_wakeups, 1);
-            self.shared.drain_inboxes(
-                |fibers| self.fibers.queue.borrow_mut().extend(fibers),
-                |tasks| self.tasks.extend_pinned(tasks),
-            );
+            self.shared
+                .drain_inboxes(|fibers| self.fibers.extend(fibers), |tasks| self.tasks.extend_pinned(tasks));
         }
     }
 
@@ -196,28 +254,11 @@ impl Worker {
             return;
         }
         if self.rt.has_idle_workers() {
-            let mut queue = self.fibers.queue.borrow_mut();
-            let mut give = queue.len() / 2;
-            let mut kept = VecDeque::new();
-            while give > 0 {
-                let Some(f) = queue.pop_back() else { break };
-                if f.header.started() || f.header.is_pinned() {
-                    // Started fibers never move ("fibers stay home"), nor do spawn_local ones.
-                    kept.push_front(f);
-                } else {
-                    give -= 1;
-                    bump(&self.shared.stats.shared_out, 1);
-                    self.rt.inject_fiber(f);
-                }
-                if kept.len() > 64 {
-                    break;
-                }
-            }
-            queue.extend(kept);
+            self.fibers.give_backlog(&self.rt, &self.shared.stats);
         } else if let Some(f) = self.take_injected() {
             self.fibers.push_back(f);
         }
-        self.share_tasks();
+        self.tasks.share(&self.rt);
     }
 }
 
@@ -244,7 +285,7 @@ pub(crate) fn hand_off_held(rt: &crate::sched::RuntimeShared, held: &super::Work
         moved
     })?;
     let n = moved.len();
-    // The owner bumps this counter only inside its borrows of the queue (`balance`), never
+    // The owner bumps this counter only inside its borrows of the queue (`give_backlog`), never
     // at the same time as a take-over: no update is lost.
     held.stats.shared_out.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
     for fiber in moved {

@@ -5,16 +5,26 @@
 //! | file | mechanism |
 //! |---|---|
 //! | `event_loop.rs` | the loop: run, sleep in the reactor, busy polls, shutdown detection |
-//! | `switch.rs` | context switches: start, resume, yield, park, finish a fiber; wake one |
-//! | `fiber_queue.rs` | the fiber run queue, the inbox, placing new fibers, balancing, the hand-off of a held worker's unstarted fibers |
+//! | `switch.rs` | context switches: resume, yield, park, finish a fiber; wake one |
+//! | `switcher.rs` | `Switcher`: the running fiber, the scheduler context, the finished fiber, the stack pool, the registry, the live count; starting and recycling a fiber |
+//! | `fiber_queue.rs` | `FiberQueue`: the fiber run queue and its LIFO slot; the worker's inbox hand-over, placing new fibers, balancing, the hand-off of a held worker's unstarted fibers |
 //! | `handoff.rs` | the run queue's cell: borrowed by its owner, taken over by the watchdog while the owner is held |
-//! | `task_queue.rs` | the task queues, polling tasks, stealing |
+//! | `task_queue.rs` | `TaskQueue`: the task queues, the live list, stealing; the worker's polling of tasks |
 //! | `lifo.rs` | the LIFO slot both queues use |
 //! | `timers.rs` | `Timers`: the worker's timer wheel with its own methods (the worker fires the due wakers) |
 //! | `cancel.rs` | shutdown: cancelling every fiber and task left |
-//! | `coop.rs` | the I/O budget: a fiber whose socket operations never wait yields now and then |
+//! | `coop.rs` | `IoBudget`: a fiber whose socket operations never wait yields now and then |
 //! | `flush.rs` | deferred flushes: writers sent out once the worker's burst of work is over |
 //! | `shared.rs` | [`WorkerShared`], the part other threads touch |
+//!
+//! Each part (`FiberQueue`, `TaskQueue`, `Switcher`, `Timers`, `IoBudget`) owns its fields
+//! and the methods that touch only them; what one of its methods needs of another part or
+//! of the runtime (the reactor's `dispatching` flag, the `RuntimeShared`, the statistics) is
+//! passed in; only the worker's identity is kept by a part itself (`Timers` its owner's
+//! address, `Switcher` a counted `WorkerShared`, the owner of the fibers it starts), so that
+//! the switch path passes nothing. `impl Worker` keeps what coordinates several parts: the loop, the switches
+//! (which move fibers between the queues and the `Switcher`), placement, the inbox hand-over,
+//! balancing, polling tasks, shutdown, and the crate's entry points, which forward to a part.
 //!
 //! # Queueing work: three verbs
 //!
@@ -39,11 +49,12 @@
 //!
 //! # Invariants
 //!
-//! - **Owner-only state.** All `Worker` fields are touched only by the worker's own thread;
+//! - **Owner-only state.** All `Worker` fields, its parts' included, are touched only by the
+//!   worker's own thread;
 //!   other threads reach the worker through [`WorkerShared`] (the inboxes and the driver).
 //!   No `RefCell` borrow is held across a switch.
-//! - **One current fiber.** `current` holds the fiber that is running, `None` while the
-//!   scheduler context runs.
+//! - **One current fiber.** `current` (in `Switcher`) holds the fiber that is running, `None`
+//!   while the scheduler context runs.
 //! - **Fibers stay home.** A started fiber belongs to exactly one worker (`Header::owner`) and
 //!   is resumed only by it: a remote wake-up goes through the owner's inbox. A fiber is in at
 //!   most one queue at a time, and only while it is runnable (park word `IDLE`).
@@ -145,6 +156,7 @@ mod handoff;
 mod lifo;
 mod shared;
 mod switch;
+mod switcher;
 mod task_queue;
 mod timers;
 
@@ -154,10 +166,8 @@ use std::task::Waker;
 use std::time::Instant;
 
 use super::metrics::FiberInfo;
-use super::registry::Registry;
 use super::RuntimeShared;
 use crate::fiber::control::FiberRef;
-use crate::fiber::sanitizer;
 use crate::fiber::stack_pool::StackPool;
 use crate::sys::epoll::Event;
 use coop::IoBudget;
@@ -168,6 +178,7 @@ use fiber_queue::FiberQueue;
 pub(crate) use flush::DeferredFlush;
 pub(crate) use shared::WorkerShared;
 pub(crate) use switch::reschedule;
+use switcher::Switcher;
 use task_queue::TaskQueue;
 pub(crate) use timers::TimerHandle;
 use timers::Timers;
@@ -202,7 +213,14 @@ pub(crate) fn current() -> Option<&'static Worker> {
 }
 
 /// A worker's thread-local state, grouped by mechanism.
+///
+/// `repr(C)` with the `Switcher` first: the switch paths then reach it at the worker's own
+/// address, with no second pointer to keep in a register or on the stack across a switch.
+#[repr(C)]
 pub(crate) struct Worker {
+    /// The running fiber, the scheduler context, the finished fiber, the stack pool, the
+    /// registry and the live count (module `switcher`).
+    switcher: Switcher,
     pub(crate) shared: Arc<WorkerShared>,
     /// The worker's thread (`Worker::new` runs on it).
     pub(crate) thread: std::thread::ThreadId,
@@ -211,19 +229,6 @@ pub(crate) struct Worker {
     fibers: FiberQueue,
     /// Runnable and live tasks (module `task_queue`).
     tasks: TaskQueue,
-    /// The running fiber ("one current fiber").
-    current: Cell<Option<FiberRef>>,
-    /// Saved stack pointer of the scheduler context while a fiber runs.
-    sched_sp: Cell<usize>,
-    /// What ASan and TSan know of the scheduler context (zero-sized unless built for them).
-    san: sanitizer::Context,
-    /// A fiber that finished and awaits recycling by the next context.
-    finished: Cell<Option<FiberRef>>,
-    pool: RefCell<StackPool>,
-    registry: RefCell<Registry>,
-    /// Started fibers not yet recycled (`WorkerStats::parked_fibers` publishes it): the
-    /// registry holds only those that have switched away.
-    live_fibers: Cell<u64>,
     /// Timers of the fibers and futures of this worker (module `timers`).
     timers: Timers,
     /// Reused buffer of epoll events.
@@ -255,24 +260,15 @@ impl Worker {
         rt.workers[index]
             .tid
             .store(crate::sched::stuck::this_thread_tid(), std::sync::atomic::Ordering::Relaxed);
+        let switcher_owner = rt.workers[index].clone();
         Worker {
             shared: rt.workers[index].clone(),
             thread: std::thread::current().id(),
             rt,
             fibers: FiberQueue::new(run_queue),
             tasks: TaskQueue::new(deque),
-            current: Cell::new(None),
-            sched_sp: Cell::new(0),
-            san: {
-                // Worker::new runs on the worker's own thread.
-                let san = sanitizer::Context::default();
-                san.this_thread();
-                san
-            },
-            finished: Cell::new(None),
-            pool: RefCell::new(pool),
-            registry: RefCell::new(Registry::default()),
-            live_fibers: Cell::new(0),
+            // Worker::new runs on the worker's own thread.
+            switcher: Switcher::new(pool, switcher_owner),
             timers: Timers::new(owner),
             events: RefCell::new(Vec::with_capacity(256)),
             switches: Cell::new(0),
@@ -286,22 +282,7 @@ impl Worker {
 
     /// This worker's fibers, for `Runtime::dump_fibers` (runs on the worker's thread).
     pub(crate) fn dump(&self) -> Vec<FiberInfo> {
-        self.registry
-            .borrow()
-            .iter()
-            .map(|f| {
-                // SAFETY: a registered pointer is to a live cell (module `sched::registry`,
-                // "entries borrow the run reference"); nothing is recycled while we iterate.
-                unsafe { &*f }
-            })
-            .map(|f| FiberInfo {
-                id: f.header.id,
-                name: f.header.name.as_deref().map(str::to_owned),
-                worker: self.shared.index,
-                waiting_on: if f.header.park.is_parked() { f.header.waiting_on.get() } else { "runnable" },
-                spawned_at: f.header.site,
-            })
-            .collect()
+        self.switcher.dump()
     }
 
     /// Whether anything is runnable here: a fiber, a task, or remote work in the inbox.
@@ -366,7 +347,7 @@ impl Drop for Worker {
     /// of a worker that is gone).
     fn drop(&mut self) {
         drop(self.fibers.take_all());
-        let parked: Vec<_> = self.registry.get_mut().iter().collect();
+        let parked = self.switcher.registered();
         let mut unclaimed = false;
         for fiber in parked {
             // SAFETY: a registered pointer is to a live cell ("entries borrow the run

@@ -17,8 +17,9 @@ use std::collections::VecDeque;
 use super::event_loop::BUSY_POLL_INTERVAL;
 use super::lifo::LifoSlot;
 use super::{Queued, Worker};
-use crate::sched::metrics::bump;
+use crate::sched::metrics::{bump, WorkerStats};
 use crate::sched::task_ref::TaskRef;
+use crate::sched::RuntimeShared;
 
 /// A worker wakes an idle worker to steal from it when more than this many tasks wait in its
 /// stealable queue. A wake-up costs the two threads about as much CPU as a few short polls,
@@ -50,7 +51,7 @@ pub(super) struct TaskQueue {
     polls: Cell<u32>,
     /// Task polls since the worker last read its reactor ("busy with tasks, still reading the
     /// reactor"); reset by every read.
-    pub(super) since_reactor_read: Cell<u32>,
+    since_reactor_read: Cell<u32>,
     /// An eager first poll is under way ("eager polls do not nest", `poll_eager`).
     eager: Cell<bool>,
 }
@@ -89,15 +90,151 @@ impl TaskQueue {
     pub(super) fn take_live(&self) -> Vec<TaskRef> {
         std::mem::take(&mut *self.live.borrow_mut())
     }
+
+    /// How many polls `Worker::run_tasks` may take from the queues now: as many as are
+    /// queued, the LIFO slot's included.
+    pub(super) fn queued_len(&self) -> usize {
+        self.pinned.borrow().len() + self.deque.len() + usize::from(self.lifo.is_full())
+    }
+
+    /// Puts a woken task (and whether it is pinned) into the LIFO slot; returns the previous
+    /// occupant, which the caller queues at the back.
+    #[inline]
+    pub(super) fn put_woken(&self, task: (TaskRef, bool)) -> Option<(TaskRef, bool)> {
+        self.lifo.put(task)
+    }
+
+    /// Queues a task at the back of the pinned or stealable queue. True when the stealable
+    /// queue is now long enough to be worth an idle worker's steal (`SHARE_ABOVE`).
+    #[inline]
+    pub(super) fn push_back(&self, task: TaskRef, pinned: bool) -> bool {
+        if pinned {
+            self.pinned.borrow_mut().push_back(task);
+            false
+        } else {
+            self.deque.push(task);
+            self.deque.len() > SHARE_ABOVE
+        }
+    }
+
+    /// Adds a task to the list this worker cancels at shutdown ("exactly one canceller").
+    pub(super) fn register(&self, task: TaskRef) {
+        let mut live = self.live.borrow_mut();
+        live.push(task);
+        if live.len() >= self.prune_at.get() {
+            live.retain(|t| !t.is_done());
+            self.prune_at.set((live.len() * 2).max(64));
+        }
+    }
+
+    /// The next task to poll, and whether it came from the LIFO slot: the slot's task unless
+    /// `LIFO_CAP` polls in a row came from there (then it goes to the back of its queue), else
+    /// the pinned queue's, else the stealable queue's.
+    /// `requeue` queues the slot's task at the back.
+    #[inline]
+    fn next(&self, requeue: impl FnOnce(TaskRef, bool)) -> Option<(TaskRef, bool)> {
+        if let Some((task, _)) = self.lifo.pop(|(task, pinned)| requeue(task, pinned)) {
+            return Some((task, true));
+        }
+        let pinned = self.pinned.borrow_mut().pop_front();
+        pinned.or_else(|| self.deque.pop()).map(|t| (t, false))
+    }
+
+    /// Counts a task poll; every `INJECTOR_CHECK_INTERVAL` of them one task of `rt`'s
+    /// injector joins the stealable queue, so that injected tasks are not starved.
+    #[inline]
+    fn after_poll(&self, rt: &RuntimeShared) {
+        let polls = self.polls.get().wrapping_add(1);
+        self.polls.set(polls);
+        if polls.is_multiple_of(INJECTOR_CHECK_INTERVAL) {
+            if let Some(t) = rt.steal_injected_task() {
+                self.deque.push(t);
+            }
+        }
+    }
+
+    /// Counts a task poll without a read of the reactor; returns how many there were since
+    /// the last read ("busy with tasks, still reading the reactor").
+    #[inline]
+    fn count_unread_poll(&self) -> u32 {
+        let unread = self.since_reactor_read.get() + 1;
+        self.since_reactor_read.set(unread);
+        unread
+    }
+
+    /// The worker has just read its reactor.
+    #[inline]
+    pub(super) fn note_reactor_read(&self) {
+        self.since_reactor_read.set(0);
+    }
+
+    /// With runnable tasks left over and a worker of `rt` idle, wakes that worker to steal
+    /// some.
+    #[inline]
+    pub(super) fn share(&self, rt: &RuntimeShared) {
+        if self.deque.len() > SHARE_ABOVE && rt.has_idle_workers() {
+            rt.wake_one_idle();
+        }
+    }
+
+    /// An idle worker (the one at `index` in `rt`, counting in `stats`) looks for tasks: the
+    /// task injector first, then the other workers' stealable queues (half of one queue at a
+    /// time). True if it found some.
+    pub(super) fn steal(&self, rt: &RuntimeShared, index: usize, stats: &WorkerStats) -> bool {
+        let deque = &self.deque;
+        if let Some(t) = rt.steal_injected_tasks(deque) {
+            deque.push(t);
+            return true;
+        }
+        let workers = &rt.workers;
+        let n = workers.len();
+        for k in 1..n {
+            let victim = &workers[(index + k) % n];
+            loop {
+                let before = deque.len();
+                match victim.stealer.steal_batch_and_pop(deque) {
+                    crossbeam_deque::Steal::Success(t) => {
+                        let stolen = deque.len() - before + 1;
+                        bump(&stats.steals, stolen as u64);
+                        deque.push(t);
+                        return true;
+                    }
+                    crossbeam_deque::Steal::Empty => break,
+                    crossbeam_deque::Steal::Retry => {}
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether an eager first poll is under way ("eager polls do not nest",
+    /// `Worker::poll_eager`).
+    #[inline]
+    fn eager_poll_under_way(&self) -> bool {
+        self.eager.get()
+    }
+
+    /// Polls `task` as an eager first poll, flagged as under way meanwhile, and registers it
+    /// if it is not done.
+    fn poll_eager(&self, task: &TaskRef) {
+        self.eager.set(true);
+        // `run` catches the future's panic, so the flag is always reset.
+        task.run();
+        self.eager.set(false);
+        if !task.is_done() && task.register_once() {
+            self.register(task.clone());
+        }
+    }
 }
 
 impl Worker {
     /// **queue** a runnable task on this worker: into the LIFO slot when `Woken` by this
-    /// worker's own code ("LIFO slots"), else at the back of the pinned or stealable queue.
+    /// worker's own code and the reactor is not dispatching ("LIFO slots"), else at the back
+    /// of the pinned or stealable queue.
     #[inline]
     pub(crate) fn queue_task(&self, task: TaskRef, pinned: bool, how: Queued) {
         if how == Queued::Woken && !self.dispatching.get() {
-            if let Some((prev, prev_pinned)) = self.tasks.lifo.put((task, pinned)) {
+            if let Some((prev, prev_pinned)) = self.tasks.put_woken((task, pinned)) {
                 self.queue_task_back(prev, prev_pinned);
             }
         } else {
@@ -105,26 +242,17 @@ impl Worker {
         }
     }
 
+    /// At the back of its queue; a long stealable queue wakes an idle worker to steal.
     #[inline]
     fn queue_task_back(&self, task: TaskRef, pinned: bool) {
-        if pinned {
-            self.tasks.pinned.borrow_mut().push_back(task);
-        } else {
-            self.tasks.deque.push(task);
-            if self.tasks.deque.len() > SHARE_ABOVE && self.rt.has_idle_workers() {
-                self.rt.wake_one_idle();
-            }
+        if self.tasks.push_back(task, pinned) && self.rt.has_idle_workers() {
+            self.rt.wake_one_idle();
         }
     }
 
     /// Adds a task to the list this worker cancels at shutdown ("exactly one canceller").
     pub(crate) fn register_task(&self, task: TaskRef) {
-        let mut live = self.tasks.live.borrow_mut();
-        live.push(task);
-        if live.len() >= self.tasks.prune_at.get() {
-            live.retain(|t| !t.is_done());
-            self.tasks.prune_at.set((live.len() * 2).max(64));
-        }
+        self.tasks.register(task);
     }
 
     /// Polls a task that was just spawned, at once, inside the running task's poll, when that
@@ -142,20 +270,14 @@ impl Worker {
             || self.tasks.has_queued()
             || self.stopping.get()
             || self.in_fiber()
-            || self.tasks.eager.get()
-            || !self.take_io_budget_unit()
+            || self.tasks.eager_poll_under_way()
+            || !self.io_budget.take_unit()
         {
             return false;
         }
         bump(&self.shared.stats.tasks_polled, 1);
         bump(&self.shared.stats.progress, 1);
-        self.tasks.eager.set(true);
-        // `run` catches the future's panic, so the flag is always reset.
-        task.run();
-        self.tasks.eager.set(false);
-        if !task.is_done() && task.register_once() {
-            self.register_task(task.clone());
-        }
+        self.tasks.poll_eager(task);
         true
     }
 
@@ -165,88 +287,36 @@ impl Worker {
     /// joins the local queue, so that injected tasks are not starved either.
     pub(super) fn run_tasks(&self) {
         let q = &self.tasks;
-        let mut budget = q.pinned.borrow().len() + q.deque.len() + usize::from(q.lifo.is_full());
+        let mut budget = q.queued_len();
         if budget == 0 {
             return;
         }
         while budget > 0 {
-            let Some((task, from_slot)) = self.next_task() else { break };
+            let Some((task, from_slot)) = q.next(|t, pinned| self.queue_task_back(t, pinned)) else { break };
             if !from_slot {
                 budget -= 1;
             }
             bump(&self.shared.stats.tasks_polled, 1);
             bump(&self.shared.stats.progress, 1);
-            self.refill_io_budget();
+            self.io_budget.refill();
             task.run();
             if !task.is_done() && task.register_once() {
-                self.register_task(task);
+                q.register(task);
             }
-            let unread = q.since_reactor_read.get() + 1;
-            q.since_reactor_read.set(unread);
             // A poll that spent its whole I/O budget was a long one (128 completed socket
             // operations and whatever work came with them): look at the timers and the
             // reactor now rather than after `BUSY_POLL_INTERVAL` such polls ("timers not
             // held back by long polls").
-            if unread >= BUSY_POLL_INTERVAL || self.io_budget_spent_in_poll() {
+            if q.count_unread_poll() >= BUSY_POLL_INTERVAL || self.io_budget.spent_in_poll() {
                 self.poll_busy(); // resets `since_reactor_read`
             }
-            let polls = q.polls.get().wrapping_add(1);
-            q.polls.set(polls);
-            if polls.is_multiple_of(INJECTOR_CHECK_INTERVAL) {
-                if let Some(t) = self.rt.steal_injected_task() {
-                    q.deque.push(t);
-                }
-            }
+            q.after_poll(&self.rt);
         }
-        self.share_tasks();
+        q.share(&self.rt);
     }
 
-    /// The next task to poll, and whether it came from the LIFO slot: the slot's task unless
-    /// `LIFO_CAP` polls in a row came from there (then it goes to the back of its queue), else
-    /// the pinned queue's, else the stealable queue's.
-    #[inline]
-    fn next_task(&self) -> Option<(TaskRef, bool)> {
-        if let Some((task, _)) = self.tasks.lifo.pop(|(task, pinned)| self.queue_task_back(task, pinned)) {
-            return Some((task, true));
-        }
-        let pinned = self.tasks.pinned.borrow_mut().pop_front();
-        pinned.or_else(|| self.tasks.deque.pop()).map(|t| (t, false))
-    }
-
-    /// With runnable tasks left over and a worker idle, wakes that worker to steal some.
-    #[inline]
-    pub(super) fn share_tasks(&self) {
-        if self.tasks.deque.len() > SHARE_ABOVE && self.rt.has_idle_workers() {
-            self.rt.wake_one_idle();
-        }
-    }
-
-    /// An idle worker looks for tasks: the task injector first, then the other workers'
-    /// stealable queues (half of one queue at a time). True if it found some.
+    /// An idle worker looks for tasks (`TaskQueue::steal`). True if it found some.
     pub(super) fn find_tasks(&self) -> bool {
-        let deque = &self.tasks.deque;
-        if let Some(t) = self.rt.steal_injected_tasks(deque) {
-            deque.push(t);
-            return true;
-        }
-        let workers = &self.rt.workers;
-        let n = workers.len();
-        for k in 1..n {
-            let victim = &workers[(self.shared.index + k) % n];
-            loop {
-                let before = deque.len();
-                match victim.stealer.steal_batch_and_pop(deque) {
-                    crossbeam_deque::Steal::Success(t) => {
-                        let stolen = deque.len() - before + 1;
-                        bump(&self.shared.stats.steals, stolen as u64);
-                        deque.push(t);
-                        return true;
-                    }
-                    crossbeam_deque::Steal::Empty => break,
-                    crossbeam_deque::Steal::Retry => {}
-                }
-            }
-        }
-        false
+        self.tasks.steal(&self.rt, self.shared.index, &self.shared.stats)
     }
 }
