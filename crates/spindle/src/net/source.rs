@@ -235,6 +235,7 @@ impl IoSource {
     }
 
     /// The future-side [`write_vectored_stream`](Self::write_vectored_stream).
+    #[cfg(any(feature = "hyper", feature = "tokio-io"))]
     pub(crate) fn poll_write_vectored_stream(
         &self,
         cx: &mut Context<'_>,
