@@ -94,8 +94,8 @@ mod on {
                     return MethodMetrics::of(side, "/unknown/unknown");
                 }
             }
-            let (service, method) =
-                path.trim_start_matches('/').rsplit_once('/').unwrap_or(("unknown", "unknown"));
+            let (service, method) = crate::path::service_and_method(path.trim_start_matches('/'))
+                .unwrap_or(("unknown", "unknown"));
             let [started, in_flight, handling, _] = names(side);
             let labels = [("grpc_service", service.to_string()), ("grpc_method", method.to_string())];
             let made = Arc::new(MethodMetrics {

@@ -91,6 +91,7 @@ mod client;
 mod either;
 mod limit;
 mod lock;
+mod path;
 mod server;
 mod status;
 mod timeout;

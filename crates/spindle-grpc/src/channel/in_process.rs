@@ -22,6 +22,7 @@ use super::registry::{Registered, Registration, Services};
 use super::request::RequestBody;
 use super::response::{FutureKind, ResponseBody, ResponseFuture};
 use crate::limit::DEFAULT_MAX_MESSAGE_SIZE;
+use crate::path::service_and_method;
 use crate::timeout::deadline_of;
 use crate::typed::entry::{Entry, Method, TypedService};
 
@@ -215,7 +216,7 @@ impl Channel {
     /// Starts a call (the tower service's `call`; the network server's too).
     pub(crate) fn start(&self, request: http::Request<Body>) -> ResponseFuture {
         let path = request.uri().path();
-        let found = path.strip_prefix('/').and_then(route).and_then(|(service, method)| {
+        let found = path.strip_prefix('/').and_then(service_and_method).and_then(|(service, method)| {
             let registration = self.inner.services.get(service)?;
             Some((&registration.encoded, registration.single_request(method)))
         });
@@ -262,15 +263,6 @@ impl Channel {
             Err(closed) => ready(Status::unavailable(format!("spindle-grpc: {closed}"))),
         }
     }
-}
-
-/// The service and method of a gRPC path without its leading `/` (`package.Service/Method`):
-/// what comes before and after the last `/`. A byte loop from the end: the method name is
-/// short, and `rsplit_once` goes through `memrchr`, whose setup costs more than the loop
-/// (`docs/perf/grpc.md`, "Header lookups and routing").
-fn route(path: &str) -> Option<(&str, &str)> {
-    let slash = path.bytes().rposition(|b| b == b'/')?;
-    Some((&path[..slash], &path[slash + 1..]))
 }
 
 /// The status of a call from outside any worker on a channel without a runtime handle.
@@ -320,13 +312,5 @@ mod tests {
         let (f, b) =
             (std::mem::size_of::<super::ResponseFuture>(), std::mem::size_of::<super::ResponseBody>());
         assert!(f <= 160 && b <= 160, "ResponseFuture {f} bytes, ResponseBody {b} bytes");
-    }
-
-    #[test]
-    fn the_service_is_what_precedes_the_last_slash() {
-        assert_eq!(super::route("pkg.Svc/Method"), Some(("pkg.Svc", "Method")));
-        assert_eq!(super::route("a/b/Method"), Some(("a/b", "Method")));
-        assert_eq!(super::route("pkg.Svc/"), Some(("pkg.Svc", "")));
-        assert_eq!(super::route("no-slash"), None);
     }
 }

@@ -206,7 +206,8 @@ impl ServiceConfig {
     /// The policy of the method at `path` (`/package.Service/Method`): the method's own, else
     /// its service's, else the default's (the most specific name wins).
     pub(crate) fn policy_for(&self, path: &str) -> Option<&RetryPolicy> {
-        let (service, method) = path.trim_start_matches('/').rsplit_once('/').unwrap_or(("", ""));
+        let (service, method) =
+            crate::path::service_and_method(path.trim_start_matches('/')).unwrap_or(("", ""));
         let rank = |n: &MethodName| match (&n.method, n.service.as_str()) {
             (Some(m), s) if s == service && m == method => Some(0),
             (None, s) if s == service => Some(1),

@@ -35,7 +35,8 @@ impl ClientTrace {
         let metrics = CallMetrics::start(Side::Client, path);
         #[cfg(feature = "tracing")]
         {
-            let (service, method) = path.trim_start_matches('/').rsplit_once('/').unwrap_or((path, ""));
+            let (service, method) =
+                crate::path::service_and_method(path.trim_start_matches('/')).unwrap_or((path, ""));
             let span = tracing::debug_span!(
                 "grpc_client",
                 service,

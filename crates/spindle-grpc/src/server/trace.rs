@@ -34,7 +34,8 @@ impl CallTrace {
         let metrics = CallMetrics::start(Side::Server, path);
         #[cfg(feature = "tracing")]
         {
-            let (service, method) = path.trim_start_matches('/').rsplit_once('/').unwrap_or((path, ""));
+            let (service, method) =
+                crate::path::service_and_method(path.trim_start_matches('/')).unwrap_or((path, ""));
             let span = tracing::debug_span!(
                 "grpc",
                 service,
